@@ -1,0 +1,128 @@
+//! Command-line interface. Every flag can also be set by a `NEARDUP_*` environment variable.
+
+use crate::duration::parse_duration;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// neardup: near-duplicate and mirror detection on a crawl's event stream.
+#[derive(Debug, Parser)]
+#[command(name = "neardup", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, global = true, env = "NEARDUP_LOG_JSON")]
+    pub log_json: bool,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Consume page events from Kafka and publish neardup's events (at-least-once).
+    Run(RunArgs),
+    /// Run the topology over JSONL / JSONL.gz files, writing one JSONL file per output topic.
+    Replay(ReplayArgs),
+    /// Run the whole topology on an embedded Kafka cluster with a built-in sample crawl.
+    Demo(DemoArgs),
+}
+
+/// Parameters of the topology (DESIGN.md §4).
+#[derive(Debug, Clone, Args)]
+pub struct TopologyArgs {
+    /// How long a fetch stays in the window, in event time (`fetched_at`); longer than the crawl cycle.
+    #[arg(long, default_value = "14d", value_parser = parse_duration, env = "NEARDUP_WINDOW")]
+    pub window: Duration,
+    /// Largest accepted page body in bytes; larger records go to the dead-letter topic.
+    #[arg(long, default_value_t = 5 * 1024 * 1024, env = "NEARDUP_MAX_BODY_BYTES")]
+    pub max_body_bytes: usize,
+    /// A page joining an exact-duplicate group that already has this many members gets no pair events.
+    #[arg(long, default_value_t = 1000, env = "NEARDUP_MAX_PAIRS_PER_JOIN")]
+    pub max_pairs_per_join: usize,
+}
+
+impl TopologyArgs {
+    /// The topology configuration these flags describe.
+    pub fn config(&self) -> neardup_topology::Config {
+        let defaults = neardup_topology::Config::default();
+        neardup_topology::Config {
+            window_ms: i64::try_from(self.window.as_millis()).unwrap_or(i64::MAX),
+            decode: neardup_topology::DecodeLimits {
+                max_body_bytes: self.max_body_bytes,
+                ..defaults.decode
+            },
+            max_pairs_per_join: self.max_pairs_per_join,
+        }
+    }
+}
+
+/// `neardup run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Kafka bootstrap servers.
+    #[arg(long, env = "NEARDUP_BROKERS")]
+    pub brokers: String,
+    /// Consumer group id.
+    #[arg(long, default_value = "neardup", env = "NEARDUP_GROUP")]
+    pub group: String,
+    /// Input topic of page events.
+    #[arg(long, default_value = "crawl.pages", env = "NEARDUP_INPUT_TOPIC")]
+    pub input_topic: String,
+    /// Prefix of the output topics: PREFIX + signatures, pairs, clusters, mirrors, collections, recrawl, dead-letter.
+    #[arg(long, default_value = "neardup.", env = "NEARDUP_OUTPUT_PREFIX")]
+    pub output_prefix: String,
+    /// A librdkafka property for both consumer and producer, e.g. `-X security.protocol=SASL_SSL` (repeatable).
+    #[arg(short = 'X', long = "kafka", value_parser = parse_kv, env = "NEARDUP_KAFKA", value_delimiter = ',')]
+    pub kafka: Vec<(String, String)>,
+    /// Stop when every assigned partition has been read to its end (for batch jobs and tests).
+    #[arg(long, env = "NEARDUP_EXIT_AT_END")]
+    pub exit_at_end: bool,
+    /// How often acknowledged offsets are committed.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, env = "NEARDUP_COMMIT_INTERVAL")]
+    pub commit_interval: Duration,
+    /// Input records whose outputs may await acknowledgement at once (back-pressure bound).
+    #[arg(long, default_value_t = 10_000, env = "NEARDUP_MAX_IN_FLIGHT")]
+    pub max_in_flight: usize,
+    /// How long shutdown may wait for in-flight outputs before it gives up (without committing them).
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "NEARDUP_DRAIN_TIMEOUT")]
+    pub drain_timeout: Duration,
+    /// Topology parameters.
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+}
+
+/// `neardup replay`.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// Input files: JSON lines, optionally gzip-compressed (`.gz`).
+    #[arg(long, required = true, num_args = 1..)]
+    pub input: Vec<PathBuf>,
+    /// Output directory: one `<kind>.jsonl` per output topic.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Topology parameters.
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+}
+
+/// `neardup demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Pages per simulated host in the sample crawl.
+    #[arg(long, default_value_t = 12)]
+    pub pages_per_host: usize,
+    /// Crawl rounds (weeks) in the sample crawl.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: u32,
+    /// Also write every output event as JSONL into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        format!("{s:?} is not key=value; write e.g. -X security.protocol=SASL_SSL")
+    })?;
+    Ok((k.trim().to_owned(), v.trim().to_owned()))
+}

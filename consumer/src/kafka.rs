@@ -1,0 +1,386 @@
+//! `neardup run`: the topology between Kafka topics, at-least-once.
+//!
+//! **Guarantee.** An input offset is committed only after every output record it caused has been
+//! acknowledged by the broker, and only once every earlier input of its partition is in the same
+//! state (the committed offset is the *next* offset to read). Outputs are idempotent by
+//! `event_id`, so the repeats a restart produces can be dropped downstream.
+//!
+//! **State after a restart.** The topology's state (window, clusters) is rebuilt before the first
+//! new record of a partition is processed: the partition is re-read silently from its earliest
+//! retained offset up to the committed one, through the same deterministic topology, so the
+//! outputs that follow are the ones an uninterrupted run would have produced, with the same
+//! `event_id`s. Checkpoints that bound this re-read are the next step (issue 7). Until then, run one
+//! instance per consumer group; the topology is exactly reproducible for single-partition inputs,
+//! and for several partitions depends on how their records interleave.
+//!
+//! **Limit.** A producer error that librdkafka could not resolve by its own retries
+//! (`message.timeout.ms`) stops the process with an error, without committing the affected
+//! offsets: the records are processed again after a restart.
+
+use crate::cli::RunArgs;
+use anyhow::{anyhow, bail, Context as _, Result};
+use futures::stream::{FuturesOrdered, StreamExt};
+use futures::FutureExt;
+use neardup_schemas::{OutputKind, Source};
+use neardup_topology::{Emit, Topology};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// Everything `run` needs to talk to Kafka.
+#[derive(Debug, Clone)]
+pub struct KafkaOptions {
+    /// Bootstrap servers.
+    pub brokers: String,
+    /// Consumer group id.
+    pub group: String,
+    /// Input topic.
+    pub input_topic: String,
+    /// Output topic prefix (`neardup.` gives `neardup.pairs`, ...).
+    pub output_prefix: String,
+    /// librdkafka properties passed through to consumer and producer.
+    pub kafka: Vec<(String, String)>,
+    /// Stop at the end of every assigned partition.
+    pub exit_at_end: bool,
+    /// Commit interval.
+    pub commit_interval: Duration,
+    /// Bound on inputs awaiting acknowledgement.
+    pub max_in_flight: usize,
+    /// Bound on the shutdown drain.
+    pub drain_timeout: Duration,
+}
+
+impl From<&RunArgs> for KafkaOptions {
+    fn from(a: &RunArgs) -> Self {
+        KafkaOptions {
+            brokers: a.brokers.clone(),
+            group: a.group.clone(),
+            input_topic: a.input_topic.clone(),
+            output_prefix: a.output_prefix.clone(),
+            kafka: a.kafka.clone(),
+            exit_at_end: a.exit_at_end,
+            commit_interval: a.commit_interval,
+            max_in_flight: a.max_in_flight.max(1),
+            drain_timeout: a.drain_timeout,
+        }
+    }
+}
+
+impl KafkaOptions {
+    /// The topic each output kind goes to.
+    pub fn output_topics(&self) -> BTreeMap<OutputKind, String> {
+        OutputKind::ALL
+            .iter()
+            .map(|k| (*k, format!("{}{}", self.output_prefix, k.short_name())))
+            .collect()
+    }
+
+    fn client_config(&self, defaults: &[(&str, &str)]) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        for (k, v) in defaults {
+            c.set(*k, *v);
+        }
+        // The user's properties win over neardup's defaults.
+        for (k, v) in &self.kafka {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
+/// Logs partition assignments and revocations.
+struct LoggingContext;
+
+impl ClientContext for LoggingContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        // End-of-partition is expected with --exit-at-end and is handled by the loop.
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            warn!(error = %error, reason, "librdkafka error");
+        }
+    }
+}
+
+impl ConsumerContext for LoggingContext {
+    fn post_rebalance(&self, _c: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => info!(partitions = ?partitions(tpl), "partitions assigned"),
+            Rebalance::Revoke(tpl) => info!(partitions = ?partitions(tpl), "partitions revoked"),
+            Rebalance::Error(e) => warn!(error = %e, "rebalance error"),
+        }
+    }
+}
+
+fn partitions(tpl: &TopicPartitionList) -> Vec<String> {
+    tpl.elements()
+        .iter()
+        .map(|e| format!("{}/{}", e.topic(), e.partition()))
+        .collect()
+}
+
+/// What a run did.
+pub struct RunOutcome {
+    /// The topology at the end (stats, state).
+    pub topology: Topology,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// Records re-read silently to restore state.
+    pub restored_records: u64,
+}
+
+/// Runs the topology on Kafka until `shutdown` turns true (or, with `exit_at_end`, until every
+/// assigned partition has been read to its end), then drains, commits and returns.
+pub async fn run(
+    opts: &KafkaOptions,
+    cfg: neardup_topology::Config,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<RunOutcome> {
+    let started = Instant::now();
+    let eof = if opts.exit_at_end { "true" } else { "false" };
+    let consumer: StreamConsumer<LoggingContext> = opts
+        .client_config(&[
+            ("group.id", &opts.group),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("auto.offset.reset", "earliest"),
+            ("enable.partition.eof", eof),
+            ("session.timeout.ms", "10000"),
+            ("heartbeat.interval.ms", "1000"),
+        ])
+        .create_with_context(LoggingContext)
+        .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
+    let producer: FutureProducer = opts
+        .client_config(&[
+            ("acks", "all"),
+            ("linger.ms", "5"),
+            ("message.timeout.ms", "120000"),
+        ])
+        .create()
+        .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
+    consumer
+        .subscribe(&[&opts.input_topic])
+        .with_context(|| format!("cannot subscribe to {}", opts.input_topic))?;
+    info!(topic = %opts.input_topic, group = %opts.group, brokers = %opts.brokers, "consuming");
+
+    let topics = opts.output_topics();
+    let mut topo = Topology::new(cfg);
+    let mut restored: HashSet<i32> = HashSet::new();
+    let mut restored_records = 0u64;
+    let mut in_flight = FuturesOrdered::new();
+    let mut acked: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut committed: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut at_end: HashSet<i32> = HashSet::new();
+    let mut tick = tokio::time::interval(opts.commit_interval);
+    let mut out: Vec<Emit> = Vec::new();
+
+    loop {
+        tokio::select! {
+            biased;
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    info!("shutdown requested: stop fetching, drain, commit");
+                    break;
+                }
+            }
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                let (p, o): (i32, i64) = done?;
+                acked.insert(p, o + 1);
+            }
+            _ = tick.tick() => {
+                commit(&consumer, &opts.input_topic, &acked, &mut committed, CommitMode::Async)?;
+                if opts.exit_at_end && in_flight.is_empty() && all_at_end(&consumer, &at_end)? {
+                    info!("every assigned partition read to its end");
+                    break;
+                }
+            }
+            msg = consumer.recv(), if in_flight.len() < opts.max_in_flight => match msg {
+                Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
+                Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
+                Ok(m) => {
+                    let (p, o) = (m.partition(), m.offset());
+                    at_end.remove(&p);
+                    if restored.insert(p) {
+                        restored_records += restore_partition(opts, &consumer, &mut topo, p, o)?;
+                    }
+                    let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
+                    topo.process(m.payload().unwrap_or(&[]), &src, &mut out);
+                    let mut deliveries = Vec::with_capacity(out.len());
+                    for e in out.drain(..) {
+                        deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
+                    }
+                    in_flight.push_back(acknowledged(deliveries, p, o).boxed());
+                }
+            }
+        }
+    }
+
+    // Drain: every output already handed to the producer gets its acknowledgement (bounded).
+    let deadline = tokio::time::Instant::now() + opts.drain_timeout;
+    while !in_flight.is_empty() {
+        match tokio::time::timeout_at(deadline, in_flight.next()).await {
+            Ok(Some(done)) => {
+                let (p, o) = done?;
+                acked.insert(p, o + 1);
+            }
+            Ok(None) => break,
+            Err(_) => {
+                warn!(
+                    pending = in_flight.len(),
+                    "drain timed out; their offsets stay uncommitted and are processed again after a restart"
+                );
+                break;
+            }
+        }
+    }
+    commit(
+        &consumer,
+        &opts.input_topic,
+        &acked,
+        &mut committed,
+        CommitMode::Sync,
+    )?;
+    info!(offsets = ?committed, "committed");
+    Ok(RunOutcome {
+        topology: topo,
+        elapsed: started.elapsed(),
+        restored_records,
+    })
+}
+
+/// Hands one record to the producer, waiting while its queue is full.
+async fn send(producer: &FutureProducer, topic: &str, e: &Emit) -> Result<DeliveryFuture> {
+    loop {
+        match producer.send_result(FutureRecord::to(topic).key(&e.key).payload(&e.value)) {
+            Ok(f) => return Ok(f),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err((err, _)) => bail!("cannot produce to {topic}: {err}"),
+        }
+    }
+}
+
+/// Resolves when every delivery of input `(p, o)` is acknowledged; fails on the first failure.
+async fn acknowledged(deliveries: Vec<DeliveryFuture>, p: i32, o: i64) -> Result<(i32, i64)> {
+    for d in deliveries {
+        match d.await {
+            Ok(Ok(_)) => {}
+            Ok(Err((err, msg))) => bail!(
+                "the broker did not acknowledge an output of input partition {p} offset {o} (topic {}): {err}; \
+                 stopping without committing it, so it is processed again after a restart",
+                msg.topic()
+            ),
+            Err(_) => bail!("the producer was dropped before acknowledging input partition {p} offset {o}"),
+        }
+    }
+    Ok((p, o))
+}
+
+fn commit(
+    consumer: &StreamConsumer<LoggingContext>,
+    topic: &str,
+    acked: &BTreeMap<i32, i64>,
+    committed: &mut BTreeMap<i32, i64>,
+    mode: CommitMode,
+) -> Result<()> {
+    let mut tpl = TopicPartitionList::new();
+    for (&p, &next) in acked {
+        if committed.get(&p) != Some(&next) {
+            tpl.add_partition_offset(topic, p, Offset::Offset(next))?;
+        }
+    }
+    if tpl.count() == 0 {
+        return Ok(());
+    }
+    match consumer.commit(&tpl, mode) {
+        Ok(()) => {
+            debug!(offsets = ?partitions(&tpl), "commit sent");
+            committed.extend(acked.iter().map(|(p, o)| (*p, *o)));
+            Ok(())
+        }
+        // Not fatal: the next commit carries the same (or later) offsets.
+        Err(e) => {
+            warn!(error = %e, "commit failed; will retry with the next commit");
+            Ok(())
+        }
+    }
+}
+
+fn all_at_end(consumer: &StreamConsumer<LoggingContext>, at_end: &HashSet<i32>) -> Result<bool> {
+    let assignment = consumer.assignment()?;
+    Ok(assignment.count() > 0
+        && assignment
+            .elements()
+            .iter()
+            .all(|e| at_end.contains(&e.partition())))
+}
+
+/// Rebuilds the state partition `p` contributed before offset `first`: re-reads it silently
+/// from its earliest retained record. Returns the number of records re-read.
+fn restore_partition(
+    opts: &KafkaOptions,
+    consumer: &StreamConsumer<LoggingContext>,
+    topo: &mut Topology,
+    p: i32,
+    first: i64,
+) -> Result<u64> {
+    let (low, _high) = consumer
+        .fetch_watermarks(&opts.input_topic, p, Duration::from_secs(30))
+        .with_context(|| format!("cannot read the watermarks of {}/{p}", opts.input_topic))?;
+    if first <= low {
+        return Ok(0);
+    }
+    info!(
+        partition = p,
+        from = low,
+        to = first,
+        "restoring state: re-reading the partition up to the committed offset"
+    );
+    tokio::task::block_in_place(|| {
+        let reader: BaseConsumer = opts
+            .client_config(&[
+                ("group.id", &format!("{}.restore", opts.group)),
+                ("enable.auto.commit", "false"),
+                ("enable.partition.eof", "false"),
+            ])
+            .create()?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&opts.input_topic, p, Offset::Offset(low))?;
+        reader.assign(&tpl)?;
+        let mut scratch = Vec::new();
+        let mut n = 0u64;
+        let mut next = low;
+        while next < first {
+            let m = match reader.poll(Duration::from_secs(30)) {
+                None => bail!(
+                    "timed out re-reading {}/{p} at offset {next} to restore state",
+                    opts.input_topic
+                ),
+                Some(r) => r.map_err(|e| anyhow!("re-reading {}/{p}: {e}", opts.input_topic))?,
+            };
+            if m.offset() >= first {
+                break;
+            }
+            let src = Source::Kafka {
+                topic: opts.input_topic.clone(),
+                partition: p,
+                offset: m.offset(),
+            };
+            topo.process(m.payload().unwrap_or(&[]), &src, &mut scratch);
+            scratch.clear();
+            next = m.offset() + 1;
+            n += 1;
+        }
+        info!(partition = p, records = n, "state restored");
+        Ok(n)
+    })
+}

@@ -1,0 +1,13 @@
+//! The `neardup` binary's library: Kafka I/O, replay from files, the embedded demo.
+//!
+//! All processing lives in `neardup-topology`; this crate only moves bytes, owns offsets and
+//! decides when it is safe to commit them (at-least-once: an input offset is committed only after
+//! every output it caused was acknowledged by the broker).
+
+pub mod cli;
+pub mod demo;
+pub mod duration;
+pub mod kafka;
+pub mod replay;
+pub mod sample;
+pub mod summary;

@@ -1,0 +1,76 @@
+//! The `neardup` command: `run` (Kafka), `replay` (files), `demo` (embedded Kafka + sample).
+
+use anyhow::Result;
+use clap::Parser;
+use neardup::cli::{Cli, Command};
+use neardup::{demo, kafka, replay, summary};
+use tokio::sync::watch;
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_json);
+    match real_main(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("neardup: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Replay(args) => {
+            let report = replay::replay_files(&args.input, &args.out, args.topology.config())?;
+            print!("{}", report.summary);
+            println!("outputs in {}", args.out.display());
+            Ok(())
+        }
+        Command::Run(args) => runtime()?.block_on(async {
+            let (tx, rx) = watch::channel(false);
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                let _ = tx.send(true);
+            });
+            let outcome = kafka::run(&(&args).into(), args.topology.config(), rx).await?;
+            eprint!(
+                "{}",
+                summary::render(
+                    outcome.topology.stats(),
+                    &outcome.topology.exact_stats(),
+                    outcome.elapsed
+                )
+            );
+            Ok(())
+        }),
+        Command::Demo(args) => runtime()?.block_on(demo::demo(&args)),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NEARDUP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rdkafka=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

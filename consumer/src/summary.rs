@@ -1,0 +1,56 @@
+//! The one-screen summary printed at the end of a replay, a demo or a batch run.
+
+use neardup_schemas::OutputKind;
+use neardup_topology::{exact::ExactStats, Stats};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Renders the summary of a run.
+pub fn render(stats: &Stats, exact: &ExactStats, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let mut s = String::new();
+    let _ = writeln!(s, "neardup summary");
+    let _ = writeln!(
+        s,
+        "  input records   {:>10}   ({:.0} records/s, {:.1} s)",
+        stats.records,
+        stats.records as f64 / secs,
+        secs
+    );
+    let _ = writeln!(s, "  pages           {:>10}   (with content)", stats.pages);
+    let _ = writeln!(
+        s,
+        "  no content      {:>10}   (404/410/0 and other non-2xx)",
+        stats.no_content
+    );
+    let _ = writeln!(
+        s,
+        "  pages/s         {:>10.0}",
+        (stats.pages + stats.no_content) as f64 / secs
+    );
+    let _ = writeln!(s, "  dead letters    {:>10}", stats.dead_letter_total());
+    for (reason, n) in &stats.dead_letters {
+        let _ = writeln!(s, "    {:<22}{:>8}", reason.as_str(), n);
+    }
+    let _ = writeln!(
+        s,
+        "  exact pairs     {:>10}   (detected)",
+        stats.exact_pairs
+    );
+    let _ = writeln!(
+        s,
+        "  exact clusters  {:>10}   (alive at the end)",
+        exact.clusters
+    );
+    let _ = writeln!(
+        s,
+        "  window          {:>10}   URLs (evicted {}, stale fetches ignored {})",
+        exact.urls, exact.evicted, exact.stale
+    );
+    let _ = writeln!(s, "  outputs by topic");
+    for kind in OutputKind::ALL {
+        let n = stats.outputs.get(&kind).copied().unwrap_or(0);
+        let _ = writeln!(s, "    {:<22}{:>8}", kind.short_name(), n);
+    }
+    s
+}

@@ -1,0 +1,443 @@
+//! The output events of DESIGN.md §2, one struct per topic.
+//!
+//! Field order is part of the contract: it fixes the serialized bytes and so the `event_id`.
+
+use crate::{OutputEvent, OutputKind, Source};
+use serde::{Deserialize, Serialize};
+
+macro_rules! output_event {
+    ($ty:ty, $kind:expr, |$s:ident| $key:expr) => {
+        impl OutputEvent for $ty {
+            const KIND: OutputKind = $kind;
+            fn key(&self) -> String {
+                let $s = self;
+                $key
+            }
+            fn event_id_mut(&mut self) -> &mut String {
+                &mut self.event_id
+            }
+        }
+    };
+}
+
+// ------------------------------------------------------------------------------------------
+// neardup.signatures
+// ------------------------------------------------------------------------------------------
+
+/// `neardup.signatures/v1`: what neardup computed for one fetched page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureEvent {
+    /// Always `neardup.signatures/v1`.
+    pub schema: String,
+    /// Hash of everything else in the event.
+    pub event_id: String,
+    /// The page URL (also the record key).
+    pub url: String,
+    /// Fetch time (RFC 3339, UTC, as normalised by neardup).
+    pub fetched_at: String,
+    /// The crawl round, if the input named one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub crawl_id: Option<String>,
+    /// HTTP status of the fetch.
+    pub status: u16,
+    /// Fingerprint of the parameters the signatures depend on (algorithms, seeds, tokenizer version).
+    pub params: String,
+    /// Signatures, present when the fetch returned content.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub content: Option<ContentSignatures>,
+}
+
+/// The signatures of a page with content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContentSignatures {
+    /// XXH3-128 of the raw body bytes, 32 hex digits: equal means byte-identical (`exact`).
+    pub checksum: String,
+    /// XXH3-128 of the normalised token sequence, 32 hex digits: equal means identical visible text.
+    pub text_hash: String,
+    /// Raw body size in bytes.
+    pub body_bytes: u64,
+    /// Size of the visible text in bytes (UTF-8).
+    pub text_bytes: u64,
+    /// Number of terms (tokens) in the visible text.
+    pub tokens: u64,
+    /// The charset the body was decoded with.
+    pub charset: String,
+}
+
+output_event!(SignatureEvent, OutputKind::Signatures, |s| s.url.clone());
+
+// ------------------------------------------------------------------------------------------
+// neardup.pairs
+// ------------------------------------------------------------------------------------------
+
+/// Whether a pair starts or stops holding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairState {
+    /// The two pages are near-duplicates (again).
+    Detected,
+    /// The pair stopped holding: a page changed, vanished or left the window.
+    Retracted,
+}
+
+/// How close two pages are (DESIGN.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairLevel {
+    /// At least the policy's threshold.
+    VerySimilar,
+    /// 6 of 6 supershingles agree.
+    VirtuallyIdentical,
+    /// Byte-identical bodies (same content checksum).
+    Exact,
+}
+
+/// `neardup.pairs/v1`: a verified near-duplicate pair, or its retraction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairEvent {
+    /// Always `neardup.pairs/v1`.
+    pub schema: String,
+    /// Hash of everything else in the event.
+    pub event_id: String,
+    /// `detected` or `retracted`.
+    pub state: PairState,
+    /// The smaller URL of the pair.
+    pub a: String,
+    /// The larger URL of the pair.
+    pub b: String,
+    /// `exact`, `virtually_identical` or `very_similar`.
+    pub level: PairLevel,
+    /// Agreeing supershingles, 0–6.
+    pub b_similarity: u8,
+    /// Agreeing simhash bits, 0–384.
+    pub c_similarity: u16,
+    /// Estimated shingle Jaccard similarity, if known.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub jaccard: Option<f64>,
+    /// Both URLs on one site (seed 001: host minus its first label when it has two dots or more).
+    pub same_site: bool,
+    /// Event time (the `fetched_at` of the page event that caused this change).
+    pub at: String,
+    /// The crawl round of the page event that caused this change.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub crawl_id: Option<String>,
+}
+
+impl PairEvent {
+    /// A pair event; `a` and `b` are put in sorted order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        a: String,
+        b: String,
+        state: PairState,
+        level: PairLevel,
+        b_similarity: u8,
+        c_similarity: u16,
+        jaccard: Option<f64>,
+        same_site: bool,
+        at: String,
+        crawl_id: Option<String>,
+    ) -> Self {
+        let (a, b) = if a <= b { (a, b) } else { (b, a) };
+        PairEvent {
+            schema: OutputKind::Pairs.schema().into(),
+            event_id: String::new(),
+            state,
+            a,
+            b,
+            level,
+            b_similarity,
+            c_similarity,
+            jaccard,
+            same_site,
+            at,
+            crawl_id,
+        }
+    }
+}
+
+output_event!(PairEvent, OutputKind::Pairs, |s| format!("{} {}", s.a, s.b));
+
+// ------------------------------------------------------------------------------------------
+// neardup.clusters
+// ------------------------------------------------------------------------------------------
+
+/// What happened to a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterChangeKind {
+    /// A new cluster (two or more members).
+    Created,
+    /// Pages joined an existing cluster.
+    Joined,
+    /// Pages left a cluster that still has two or more members.
+    Left,
+    /// Clusters merged into this one.
+    Merged,
+    /// This cluster split into several.
+    Split,
+    /// The cluster fell below two members and no longer exists.
+    Dissolved,
+    /// The canonical member changed.
+    CanonicalChanged,
+}
+
+/// `neardup.clusters/v1`: a change to a cluster of near-duplicate pages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterEvent {
+    /// Always `neardup.clusters/v1`.
+    pub schema: String,
+    /// Hash of everything else in the event.
+    pub event_id: String,
+    /// Stable cluster id (also the record key).
+    pub cluster_id: String,
+    /// The clustering level: `exact`, `virtually_identical` or `very_similar`.
+    pub level: PairLevel,
+    /// What happened.
+    pub change: ClusterChangeKind,
+    /// Members after the change (0 when dissolved).
+    pub size: u64,
+    /// The canonical member after the change (absent when dissolved).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub canonical: Option<String>,
+    /// URLs that joined with this change.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub added: Vec<String>,
+    /// URLs that left with this change.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub removed: Vec<String>,
+    /// For `merged`: the ids of the clusters merged into this one; for `split`: the ids it split into.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub related: Vec<String>,
+    /// Event time of the page event that caused the change.
+    pub at: String,
+}
+
+output_event!(ClusterEvent, OutputKind::Clusters, |s| s.cluster_id.clone());
+
+// ------------------------------------------------------------------------------------------
+// neardup.mirrors
+// ------------------------------------------------------------------------------------------
+
+/// The state of a host pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MirrorState {
+    /// Enough pages in shared clusters.
+    Candidate,
+    /// Confirmed by URL-suffix evidence.
+    Confirmed,
+    /// No longer supported by the evidence.
+    Retracted,
+    /// The two host names are aliases of one host (leading `www.`, same address).
+    Alias,
+    /// One host serves the same pages under several paths (reported with `hosts` = [host, host]).
+    AutoMirror,
+}
+
+/// `neardup.mirrors/v1`: a mirrored host pair (seed 000 §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorEvent {
+    /// Always `neardup.mirrors/v1`.
+    pub schema: String,
+    /// Hash of everything else in the event.
+    pub event_id: String,
+    /// The two hosts, sorted.
+    pub hosts: [String; 2],
+    /// The pair's state.
+    pub state: MirrorState,
+    /// Pages of the two hosts that share a cluster.
+    pub shared_pages: u64,
+    /// Path prefixes that correspond on the two hosts (same suffix below them).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub prefixes: Vec<[String; 2]>,
+    /// Event time of the change.
+    pub at: String,
+}
+
+output_event!(MirrorEvent, OutputKind::Mirrors, |s| format!(
+    "{} {}",
+    s.hosts[0], s.hosts[1]
+));
+
+// ------------------------------------------------------------------------------------------
+// neardup.collections
+// ------------------------------------------------------------------------------------------
+
+/// One host's copy of a replicated collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionHost {
+    /// Host name.
+    pub host: String,
+    /// Root paths of the collection on that host.
+    pub root_paths: Vec<String>,
+    /// Pages of the collection on that host.
+    pub pages: u64,
+}
+
+/// `neardup.collections/v1`: a replicated collection (seed 003).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionEvent {
+    /// Always `neardup.collections/v1`.
+    pub schema: String,
+    /// Hash of everything else in the event.
+    pub event_id: String,
+    /// Stable collection id (also the record key).
+    pub collection_id: String,
+    /// `updated` or `dissolved`.
+    pub state: String,
+    /// Number of copies (hosts or roots) of the collection.
+    pub cardinality: u64,
+    /// Pages per copy.
+    pub size: u64,
+    /// The copies.
+    pub hosts: Vec<CollectionHost>,
+    /// Event time of the change.
+    pub at: String,
+}
+
+output_event!(CollectionEvent, OutputKind::Collections, |s| s
+    .collection_id
+    .clone());
+
+// ------------------------------------------------------------------------------------------
+// neardup.recrawl
+// ------------------------------------------------------------------------------------------
+
+/// A crawl hint for one URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecrawlHint {
+    /// The URL is its cluster's canonical member: keep crawling it as usual.
+    Keep,
+    /// The URL is a copy of the canonical one: it can be recrawled less often.
+    Deprioritize,
+    /// The URL is no longer a copy of anything: crawl it as usual again.
+    Restore,
+}
+
+/// `neardup.recrawl/v1`: a crawl hint (seed 003 §5.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecrawlEvent {
+    /// Always `neardup.recrawl/v1`.
+    pub schema: String,
+    /// Hash of everything else in the event.
+    pub event_id: String,
+    /// The URL the hint is about (also the record key).
+    pub url: String,
+    /// `keep`, `deprioritize` or `restore`.
+    pub hint: RecrawlHint,
+    /// The canonical URL of the URL's cluster (absent for `restore`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub canonical: Option<String>,
+    /// The cluster the hint derives from.
+    pub cluster_id: String,
+    /// Event time of the change.
+    pub at: String,
+}
+
+output_event!(RecrawlEvent, OutputKind::Recrawl, |s| s.url.clone());
+
+// ------------------------------------------------------------------------------------------
+// neardup.dead-letter
+// ------------------------------------------------------------------------------------------
+
+/// Why an input record could not be processed. Stable, machine-readable names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadLetterReason {
+    /// The record is not valid UTF-8.
+    InvalidUtf8,
+    /// The record is not JSON (or truncated JSON).
+    NotJson,
+    /// The record is JSON but not an object.
+    NotAnObject,
+    /// A required field (`url`, `fetched_at`, `status`) is missing.
+    MissingField,
+    /// A field has the wrong JSON type.
+    WrongType,
+    /// `url` is not an absolute http(s) URL with a host.
+    InvalidUrl,
+    /// `fetched_at` is not an RFC 3339 timestamp.
+    InvalidTimestamp,
+    /// `status` is outside 0 and 100–599.
+    StatusOutOfRange,
+    /// `body_base64` is not standard base64.
+    InvalidBase64,
+    /// The body's bytes do not decode in the declared (or sniffed) charset.
+    UndecodableBody,
+    /// Both `body` and `body_base64` were sent.
+    ConflictingBody,
+    /// The record or its body is over the configured size limit.
+    BodyTooLarge,
+}
+
+impl DeadLetterReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [DeadLetterReason; 12] = [
+        DeadLetterReason::InvalidUtf8,
+        DeadLetterReason::NotJson,
+        DeadLetterReason::NotAnObject,
+        DeadLetterReason::MissingField,
+        DeadLetterReason::WrongType,
+        DeadLetterReason::InvalidUrl,
+        DeadLetterReason::InvalidTimestamp,
+        DeadLetterReason::StatusOutOfRange,
+        DeadLetterReason::InvalidBase64,
+        DeadLetterReason::UndecodableBody,
+        DeadLetterReason::ConflictingBody,
+        DeadLetterReason::BodyTooLarge,
+    ];
+
+    /// The snake_case name used in events and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterReason::InvalidUtf8 => "invalid_utf8",
+            DeadLetterReason::NotJson => "not_json",
+            DeadLetterReason::NotAnObject => "not_an_object",
+            DeadLetterReason::MissingField => "missing_field",
+            DeadLetterReason::WrongType => "wrong_type",
+            DeadLetterReason::InvalidUrl => "invalid_url",
+            DeadLetterReason::InvalidTimestamp => "invalid_timestamp",
+            DeadLetterReason::StatusOutOfRange => "status_out_of_range",
+            DeadLetterReason::InvalidBase64 => "invalid_base64",
+            DeadLetterReason::UndecodableBody => "undecodable_body",
+            DeadLetterReason::ConflictingBody => "conflicting_body",
+            DeadLetterReason::BodyTooLarge => "body_too_large",
+        }
+    }
+}
+
+/// `neardup.dead-letter/v1`: an input that could not be processed, never silently dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterEvent {
+    /// Always `neardup.dead-letter/v1`.
+    pub schema: String,
+    /// Hash of everything else in the event.
+    pub event_id: String,
+    /// Machine-readable reason.
+    pub reason: DeadLetterReason,
+    /// Human-readable detail: which field, what was wrong, what to do.
+    pub detail: String,
+    /// Where the record came from (topic/partition/offset or file/line).
+    pub source: Source,
+    /// Size of the original record in bytes.
+    pub payload_bytes: u64,
+    /// The original record (lossy UTF-8), cut to the configured limit.
+    pub payload: String,
+    /// True when `payload` was cut; the source coordinates locate the whole record.
+    pub payload_truncated: bool,
+}
+
+output_event!(DeadLetterEvent, OutputKind::DeadLetter, |s| s
+    .source
+    .to_string());

@@ -1,0 +1,130 @@
+//! neardup's event contracts (DESIGN.md §2).
+//!
+//! One Rust type per event, serialized with serde to one JSON object per Kafka record. Every
+//! output event carries `schema` (`neardup.<kind>/v1`) and a deterministic `event_id`: a hash of
+//! everything else the event states, so a consumer can drop the repeats that at-least-once
+//! delivery produces after a restart. The JSON Schema file for each event lives in
+//! `schemas/json/`, is checked against real emitted events by tests, and is what downstream
+//! teams read.
+//!
+//! ```
+//! use neardup_schemas::{OutputEvent, PairEvent, PairLevel, PairState};
+//! let mut pair = PairEvent::new(
+//!     "http://a.example/x".into(), "http://b.example/x".into(), PairState::Detected,
+//!     PairLevel::Exact, 6, 384, Some(1.0), false, "2026-11-02T10:15:00Z".into(), Some("week-01".into()),
+//! );
+//! pair.seal();
+//! assert_eq!(pair.key(), "http://a.example/x http://b.example/x");
+//! assert_eq!(pair.event_id.len(), 32);
+//! ```
+
+mod events;
+mod input;
+
+pub use events::*;
+pub use input::*;
+
+use serde::Serialize;
+
+/// An event neardup publishes: it knows its topic kind, its record key and how to seal its id.
+pub trait OutputEvent: Serialize {
+    /// The output topic this event goes to.
+    const KIND: OutputKind;
+    /// The Kafka record key (DESIGN.md §2: URL, sorted URL pair, cluster id, ...).
+    fn key(&self) -> String;
+    /// Mutable access to the `event_id` field, so [`OutputEvent::seal`] can fill it.
+    fn event_id_mut(&mut self) -> &mut String;
+
+    /// Sets `event_id` to the hash of everything else the event states.
+    ///
+    /// The id is the 128-bit XXH3 of the event's JSON serialization with an empty `event_id`,
+    /// written as 32 lower-case hex digits. serde serializes struct fields in declaration order,
+    /// so the same event always hashes the same way.
+    fn seal(&mut self) {
+        self.event_id_mut().clear();
+        // Serializing a plain struct of strings and numbers cannot fail.
+        let bytes = serde_json::to_vec(&*self).expect("event serializes");
+        *self.event_id_mut() = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&bytes));
+    }
+
+    /// Seals the event and serializes it to the bytes published as the record value.
+    fn to_record(mut self) -> (String, Vec<u8>)
+    where
+        Self: Sized,
+    {
+        self.seal();
+        let value = serde_json::to_vec(&self).expect("event serializes");
+        (self.key(), value)
+    }
+}
+
+/// The output topics of DESIGN.md §2, by what they carry.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputKind {
+    /// `neardup.signatures`
+    Signatures,
+    /// `neardup.pairs`
+    Pairs,
+    /// `neardup.clusters`
+    Clusters,
+    /// `neardup.mirrors`
+    Mirrors,
+    /// `neardup.collections`
+    Collections,
+    /// `neardup.recrawl`
+    Recrawl,
+    /// `neardup.dead-letter`
+    DeadLetter,
+}
+
+impl OutputKind {
+    /// Every output kind, in a fixed order.
+    pub const ALL: [OutputKind; 7] = [
+        OutputKind::Signatures,
+        OutputKind::Pairs,
+        OutputKind::Clusters,
+        OutputKind::Mirrors,
+        OutputKind::Collections,
+        OutputKind::Recrawl,
+        OutputKind::DeadLetter,
+    ];
+
+    /// The default topic name, e.g. `neardup.pairs`.
+    pub fn default_topic(self) -> &'static str {
+        match self {
+            OutputKind::Signatures => "neardup.signatures",
+            OutputKind::Pairs => "neardup.pairs",
+            OutputKind::Clusters => "neardup.clusters",
+            OutputKind::Mirrors => "neardup.mirrors",
+            OutputKind::Collections => "neardup.collections",
+            OutputKind::Recrawl => "neardup.recrawl",
+            OutputKind::DeadLetter => "neardup.dead-letter",
+        }
+    }
+
+    /// The `schema` value events of this kind carry, e.g. `neardup.pairs/v1`.
+    pub fn schema(self) -> &'static str {
+        match self {
+            OutputKind::Signatures => "neardup.signatures/v1",
+            OutputKind::Pairs => "neardup.pairs/v1",
+            OutputKind::Clusters => "neardup.clusters/v1",
+            OutputKind::Mirrors => "neardup.mirrors/v1",
+            OutputKind::Collections => "neardup.collections/v1",
+            OutputKind::Recrawl => "neardup.recrawl/v1",
+            OutputKind::DeadLetter => "neardup.dead-letter/v1",
+        }
+    }
+
+    /// The short name used in file names and CLI flags, e.g. `pairs`, `dead-letter`.
+    pub fn short_name(self) -> &'static str {
+        &self.default_topic()["neardup.".len()..]
+    }
+
+    /// The JSON Schema file (under `schemas/json/`) that documents this kind.
+    pub fn schema_file(self) -> String {
+        format!("{}.v1.schema.json", self.default_topic())
+    }
+}

@@ -1,0 +1,411 @@
+//! The exact-duplicate index over an event-time window, its `exact` pairs, its clusters and the
+//! crawl hints they imply.
+//!
+//! Pages with byte-identical bodies (equal 128-bit content checksums) form a group; a group of
+//! two or more members is an exact-duplicate cluster whose id is derived from the checksum
+//! (`exact:<checksum>`), so the id is stable while any member holds that content, whatever
+//! joins or leaves. A URL leaves its group when it is fetched again with other content, when a
+//! fetch returns no content (404, 410, 0, any non-2xx), or when its last fetch falls out of the
+//! window.
+//!
+//! Canonical member (documented survivor policy, after Nutch's `DeduplicationJob`): the member
+//! seen first with this content; ties broken by https over http, then the shorter URL, then the
+//! lexicographically smaller URL.
+//!
+//! Pair events are bounded per group: a member that joins a group already holding
+//! `max_pairs_per_join` members gets no pair events (the cluster events still name it). The rule
+//! depends only on the join order, so every detected pair is later retracted exactly once.
+
+use crate::emit::Emitter;
+use crate::site;
+use neardup_schemas::{
+    ClusterChangeKind, ClusterEvent, OutputKind, PairEvent, PairLevel, PairState, RecrawlEvent,
+    RecrawlHint,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A URL's current entry.
+#[derive(Debug, Clone)]
+struct UrlEntry {
+    checksum: u128,
+    fetched_at_ms: i64,
+    seq: u64,
+}
+
+/// A member of a checksum group.
+#[derive(Debug, Clone)]
+struct Member {
+    /// When the URL was first seen with this content (event time).
+    first_seen_ms: i64,
+    /// Members the group held when this one joined; pairs exist only below the cap.
+    ordinal: usize,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Group {
+    /// Sorted by URL, so every iteration (and so every output) is deterministic.
+    members: BTreeMap<Arc<str>, Member>,
+    canonical: Option<Arc<str>>,
+}
+
+/// Counters the index keeps (exposed as metrics and in summaries).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ExactStats {
+    /// URLs currently in the window.
+    pub urls: u64,
+    /// Exact-duplicate clusters currently alive.
+    pub clusters: u64,
+    /// Entries evicted because their fetch left the window.
+    pub evicted: u64,
+    /// Fetches older than the URL's entry, ignored.
+    pub stale: u64,
+    /// Pair events not emitted because a group was over the cap.
+    pub pairs_suppressed: u64,
+}
+
+/// The exact-duplicate index.
+#[derive(Debug)]
+pub struct ExactIndex {
+    window_ms: i64,
+    max_pairs_per_join: usize,
+    by_url: HashMap<Arc<str>, UrlEntry>,
+    groups: HashMap<u128, Group>,
+    /// (fetched_at, seq) -> URL, oldest first, for eviction by event time.
+    expiry: BTreeMap<(i64, u64), Arc<str>>,
+    seq: u64,
+    stats: ExactStats,
+}
+
+/// One observation of a URL: its content checksum now, or `None` when it has no content.
+pub struct Observation<'a> {
+    /// The page URL.
+    pub url: &'a str,
+    /// The body checksum, or `None` for a fetch without content.
+    pub checksum: Option<u128>,
+    /// Event time.
+    pub fetched_at_ms: i64,
+}
+
+impl ExactIndex {
+    /// An empty index holding fetches for `window_ms` of event time.
+    pub fn new(window_ms: i64, max_pairs_per_join: usize) -> Self {
+        ExactIndex {
+            window_ms,
+            max_pairs_per_join,
+            by_url: HashMap::new(),
+            groups: HashMap::new(),
+            expiry: BTreeMap::new(),
+            seq: 0,
+            stats: ExactStats::default(),
+        }
+    }
+
+    /// The index's counters.
+    pub fn stats(&self) -> ExactStats {
+        ExactStats {
+            urls: self.by_url.len() as u64,
+            clusters: self
+                .groups
+                .values()
+                .filter(|g| g.members.len() >= 2)
+                .count() as u64,
+            ..self.stats.clone()
+        }
+    }
+
+    /// The exact-duplicate cluster id of `url`, if it is in one.
+    pub fn cluster_of(&self, url: &str) -> Option<String> {
+        let e = self.by_url.get(url)?;
+        (self.groups.get(&e.checksum)?.members.len() >= 2).then(|| cluster_id(e.checksum))
+    }
+
+    /// Evicts every entry fetched before `watermark_ms - window`.
+    pub fn advance(&mut self, watermark_ms: i64, out: &mut Emitter) {
+        let horizon = watermark_ms.saturating_sub(self.window_ms);
+        while let Some(entry) = self.expiry.first_entry() {
+            if entry.key().0 >= horizon {
+                break;
+            }
+            let url = entry.remove();
+            self.stats.evicted += 1;
+            self.remove(&url, out);
+        }
+    }
+
+    /// Applies one fetch of a URL.
+    pub fn observe(&mut self, obs: &Observation<'_>, out: &mut Emitter) {
+        if let Some(old) = self.by_url.get(obs.url) {
+            if obs.fetched_at_ms < old.fetched_at_ms {
+                self.stats.stale += 1;
+                return;
+            }
+            if Some(old.checksum) == obs.checksum {
+                // Same content again: refresh its place in the window; nothing changes.
+                let (old_key, seq) = ((old.fetched_at_ms, old.seq), self.next_seq());
+                let url = self
+                    .expiry
+                    .remove(&old_key)
+                    .expect("expiry tracks every URL");
+                self.expiry.insert((obs.fetched_at_ms, seq), url);
+                let e = self.by_url.get_mut(obs.url).expect("present");
+                e.fetched_at_ms = obs.fetched_at_ms;
+                e.seq = seq;
+                return;
+            }
+            let url: Arc<str> = self
+                .by_url
+                .get_key_value(obs.url)
+                .expect("present")
+                .0
+                .clone();
+            let key = (old.fetched_at_ms, old.seq);
+            self.expiry.remove(&key);
+            self.remove(&url, out);
+        }
+        if let Some(checksum) = obs.checksum {
+            self.insert(obs.url, checksum, obs.fetched_at_ms, out);
+        }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn insert(&mut self, url: &str, checksum: u128, at_ms: i64, out: &mut Emitter) {
+        let url: Arc<str> = Arc::from(url);
+        let seq = self.next_seq();
+        self.by_url.insert(
+            url.clone(),
+            UrlEntry {
+                checksum,
+                fetched_at_ms: at_ms,
+                seq,
+            },
+        );
+        self.expiry.insert((at_ms, seq), url.clone());
+        let group = self.groups.entry(checksum).or_default();
+        let ordinal = group.members.len();
+        if ordinal < self.max_pairs_per_join {
+            for other in group.members.keys() {
+                out.emit(exact_pair(&url, other, PairState::Detected, out.at()));
+            }
+        } else {
+            self.stats.pairs_suppressed += ordinal as u64;
+        }
+        group.members.insert(
+            url.clone(),
+            Member {
+                first_seen_ms: at_ms,
+                ordinal,
+            },
+        );
+        let id = cluster_id(checksum);
+        match group.members.len() {
+            1 => {}
+            2 => {
+                let canonical = canonical(group);
+                group.canonical = Some(canonical.clone());
+                let added: Vec<String> = group.members.keys().map(|u| u.to_string()).collect();
+                out.emit(cluster_event(
+                    &id,
+                    ClusterChangeKind::Created,
+                    group,
+                    added,
+                    vec![],
+                    out.at(),
+                ));
+                for member in group.members.keys() {
+                    out.emit(recrawl(member, &canonical, &id, out.at()));
+                }
+            }
+            _ => {
+                let before = group.canonical.clone();
+                let canonical = canonical(group);
+                group.canonical = Some(canonical.clone());
+                out.emit(cluster_event(
+                    &id,
+                    ClusterChangeKind::Joined,
+                    group,
+                    vec![url.to_string()],
+                    vec![],
+                    out.at(),
+                ));
+                if before.as_ref() != Some(&canonical) {
+                    out.emit(cluster_event(
+                        &id,
+                        ClusterChangeKind::CanonicalChanged,
+                        group,
+                        vec![],
+                        vec![],
+                        out.at(),
+                    ));
+                    if let Some(before) = before {
+                        out.emit(recrawl(&before, &canonical, &id, out.at()));
+                    }
+                }
+                out.emit(recrawl(&url, &canonical, &id, out.at()));
+            }
+        }
+    }
+
+    /// Removes `url` (already taken out of `expiry`) from its group.
+    fn remove(&mut self, url: &Arc<str>, out: &mut Emitter) {
+        let Some(entry) = self.by_url.remove(url) else {
+            return;
+        };
+        let group = self
+            .groups
+            .get_mut(&entry.checksum)
+            .expect("group of a member");
+        let gone = group.members.remove(url).expect("member of its group");
+        for (other, m) in &group.members {
+            if gone.ordinal.max(m.ordinal) < self.max_pairs_per_join {
+                out.emit(exact_pair(url, other, PairState::Retracted, out.at()));
+            }
+        }
+        let id = cluster_id(entry.checksum);
+        match group.members.len() {
+            0 => {
+                self.groups.remove(&entry.checksum);
+            }
+            1 => {
+                let last = group.members.keys().next().expect("one member").clone();
+                let was_canonical = group.canonical.take();
+                let mut removed = vec![url.to_string(), last.to_string()];
+                removed.sort();
+                out.emit(cluster_event(
+                    &id,
+                    ClusterChangeKind::Dissolved,
+                    group,
+                    vec![],
+                    removed,
+                    out.at(),
+                ));
+                for u in [url, &last] {
+                    if was_canonical.as_deref() != Some(&**u) {
+                        out.emit(restore(u, &id, out.at()));
+                    }
+                }
+            }
+            _ => {
+                let before = group.canonical.clone();
+                let canonical = canonical(group);
+                group.canonical = Some(canonical.clone());
+                out.emit(cluster_event(
+                    &id,
+                    ClusterChangeKind::Left,
+                    group,
+                    vec![],
+                    vec![url.to_string()],
+                    out.at(),
+                ));
+                if before.as_ref() != Some(&canonical) {
+                    out.emit(cluster_event(
+                        &id,
+                        ClusterChangeKind::CanonicalChanged,
+                        group,
+                        vec![],
+                        vec![],
+                        out.at(),
+                    ));
+                    out.emit(recrawl(&canonical, &canonical, &id, out.at()));
+                } else {
+                    out.emit(restore(url, &id, out.at()));
+                }
+            }
+        }
+    }
+}
+
+/// The cluster id of an exact-duplicate group.
+pub fn cluster_id(checksum: u128) -> String {
+    format!("exact:{checksum:032x}")
+}
+
+fn canonical(group: &Group) -> Arc<str> {
+    group
+        .members
+        .iter()
+        .min_by(|(ua, ma), (ub, mb)| {
+            ma.first_seen_ms
+                .cmp(&mb.first_seen_ms)
+                .then_with(|| ub.starts_with("https:").cmp(&ua.starts_with("https:")))
+                .then_with(|| ua.len().cmp(&ub.len()))
+                .then_with(|| ua.cmp(ub))
+        })
+        .map(|(u, _)| u.clone())
+        .expect("canonical of a non-empty group")
+}
+
+fn exact_pair(a: &str, b: &str, state: PairState, at: &str) -> PairEvent {
+    PairEvent::new(
+        a.to_owned(),
+        b.to_owned(),
+        state,
+        PairLevel::Exact,
+        6,
+        384,
+        Some(1.0),
+        site::same_site(a, b),
+        at.to_owned(),
+        None,
+    )
+}
+
+fn cluster_event(
+    id: &str,
+    change: ClusterChangeKind,
+    group: &Group,
+    added: Vec<String>,
+    removed: Vec<String>,
+    at: &str,
+) -> ClusterEvent {
+    let alive = change != ClusterChangeKind::Dissolved;
+    ClusterEvent {
+        schema: OutputKind::Clusters.schema().into(),
+        event_id: String::new(),
+        cluster_id: id.to_owned(),
+        level: PairLevel::Exact,
+        change,
+        size: if alive { group.members.len() as u64 } else { 0 },
+        canonical: if alive {
+            group.canonical.as_deref().map(str::to_owned)
+        } else {
+            None
+        },
+        added,
+        removed,
+        related: vec![],
+        at: at.to_owned(),
+    }
+}
+
+fn recrawl(url: &str, canonical: &str, id: &str, at: &str) -> RecrawlEvent {
+    RecrawlEvent {
+        schema: OutputKind::Recrawl.schema().into(),
+        event_id: String::new(),
+        url: url.to_owned(),
+        hint: if url == canonical {
+            RecrawlHint::Keep
+        } else {
+            RecrawlHint::Deprioritize
+        },
+        canonical: Some(canonical.to_owned()),
+        cluster_id: id.to_owned(),
+        at: at.to_owned(),
+    }
+}
+
+fn restore(url: &str, id: &str, at: &str) -> RecrawlEvent {
+    RecrawlEvent {
+        schema: OutputKind::Recrawl.schema().into(),
+        event_id: String::new(),
+        url: url.to_owned(),
+        hint: RecrawlHint::Restore,
+        canonical: None,
+        cluster_id: id.to_owned(),
+        at: at.to_owned(),
+    }
+}

@@ -1,0 +1,252 @@
+//! neardup's processing logic: sans-IO and clock-free (DESIGN.md §1).
+//!
+//! Every decision uses the event's own time (`fetched_at`), never the wall clock, so replaying the
+//! same input gives the same output bytes. The consumer crate only moves bytes in and out.
+//!
+//! ```
+//! use neardup_schemas::{OutputKind, Source};
+//! use neardup_topology::{Config, Topology};
+//!
+//! let mut topo = Topology::new(Config::default());
+//! let page = |url: &str, t: &str| format!(
+//!     r#"{{"url":"{url}","fetched_at":"{t}","status":200,"body":"<p>the same page</p>"}}"#);
+//! let src = Source::File { file: "doc".into(), line: 1 };
+//! let mut out = Vec::new();
+//! topo.process(page("http://a.example/x", "2026-11-02T10:00:00Z").as_bytes(), &src, &mut out);
+//! topo.process(page("http://b.example/x", "2026-11-02T10:00:01Z").as_bytes(), &src, &mut out);
+//! let pairs: Vec<_> = out.iter().filter(|e| e.kind == OutputKind::Pairs).collect();
+//! assert_eq!(pairs.len(), 1);
+//! assert_eq!(pairs[0].key, "http://a.example/x http://b.example/x");
+//! ```
+
+pub mod charset;
+pub mod decode;
+mod emit;
+pub mod exact;
+pub mod site;
+#[cfg(test)]
+mod testutil;
+pub mod text;
+
+pub use decode::{decode, DecodeError, DecodeLimits};
+pub use emit::{Emit, Emitter};
+
+use neardup_schemas::{
+    Body, ContentSignatures, DeadLetterReason, OutputKind, PageEvent, SignatureEvent, Source,
+};
+use std::collections::BTreeMap;
+use time::format_description::well_known::Rfc3339;
+
+/// Version of the tokenizer rules (visible text + terms). Bump on any change that alters terms.
+pub const TOKENIZER_VERSION: u32 = 1;
+
+/// The topology's parameters. Every one is configurable; the defaults are DESIGN.md §4's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Decoding limits.
+    pub decode: DecodeLimits,
+    /// How long a fetch stays in the window, in milliseconds of event time (default 14 days: two
+    /// cycles of a weekly crawl, so a page is normally refetched before its entry expires).
+    pub window_ms: i64,
+    /// A page joining an exact group that already has this many members gets no pair events.
+    pub max_pairs_per_join: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            decode: DecodeLimits::default(),
+            window_ms: 14 * 24 * 3600 * 1000,
+            max_pairs_per_join: 1000,
+        }
+    }
+}
+
+impl Config {
+    /// A fingerprint of every parameter that changes signatures, carried by signature events so
+    /// that signatures computed under other parameters are never compared silently.
+    pub fn params_fingerprint(&self) -> String {
+        let desc = format!(
+            "tokenizer=v{TOKENIZER_VERSION};checksum=xxh3-128(raw body);text_hash=xxh3-128(terms joined by ' ')"
+        );
+        format!("p1-{:016x}", xxhash_rust::xxh3::xxh3_64(desc.as_bytes()))
+    }
+}
+
+/// Counters of what the topology has seen, for summaries and metrics.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Input records.
+    pub records: u64,
+    /// Fetches with content (2xx with a body).
+    pub pages: u64,
+    /// Fetches without content (non-2xx).
+    pub no_content: u64,
+    /// Dead letters, by reason.
+    pub dead_letters: BTreeMap<DeadLetterReason, u64>,
+    /// Output records, by kind.
+    pub outputs: BTreeMap<OutputKind, u64>,
+    /// `exact` pairs detected.
+    pub exact_pairs: u64,
+}
+
+impl Stats {
+    /// All dead letters.
+    pub fn dead_letter_total(&self) -> u64 {
+        self.dead_letters.values().sum()
+    }
+}
+
+/// The whole topology in one process: decode, text, signatures, exact index, clusters.
+pub struct Topology {
+    cfg: Config,
+    params: String,
+    exact: exact::ExactIndex,
+    watermark_ms: i64,
+    emitter: Emitter,
+    text: String,
+    term: String,
+    stats: Stats,
+}
+
+impl Topology {
+    /// A topology with empty state.
+    pub fn new(cfg: Config) -> Self {
+        Topology {
+            params: cfg.params_fingerprint(),
+            exact: exact::ExactIndex::new(cfg.window_ms, cfg.max_pairs_per_join),
+            cfg,
+            watermark_ms: i64::MIN,
+            emitter: Emitter::new(),
+            text: String::new(),
+            term: String::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The exact-duplicate index's counters.
+    pub fn exact_stats(&self) -> exact::ExactStats {
+        self.exact.stats()
+    }
+
+    /// The largest event time seen so far (milliseconds since the epoch).
+    pub fn watermark_ms(&self) -> Option<i64> {
+        (self.watermark_ms != i64::MIN).then_some(self.watermark_ms)
+    }
+
+    /// Handles one input record, appending its outputs to `out`. Never panics on bad input:
+    /// a record that cannot be decoded becomes one dead-letter output.
+    pub fn process(&mut self, raw: &[u8], source: &Source, out: &mut Vec<Emit>) {
+        self.stats.records += 1;
+        match decode(raw, &self.cfg.decode) {
+            Ok(page) => self.process_page(&page),
+            Err(e) => {
+                *self.stats.dead_letters.entry(e.reason).or_default() += 1;
+                let dl = e.into_dead_letter(raw, source, &self.cfg.decode);
+                self.emitter.emit(dl);
+            }
+        }
+        for e in self.emitter.drain() {
+            *self.stats.outputs.entry(e.kind).or_default() += 1;
+            if e.kind == OutputKind::Pairs && is_detected(&e.value) {
+                self.stats.exact_pairs += 1;
+            }
+            out.push(e);
+        }
+    }
+
+    fn process_page(&mut self, page: &PageEvent) {
+        let at = format_time(page.fetched_at_ms);
+        self.emitter.set_at(&at);
+        if page.fetched_at_ms > self.watermark_ms {
+            self.watermark_ms = page.fetched_at_ms;
+            self.exact.advance(self.watermark_ms, &mut self.emitter);
+        }
+        let content = match (&page.body, page.has_content()) {
+            (Some(body), true) => Some(self.content_signatures(body, page.content_type.as_deref())),
+            _ => None,
+        };
+        match &content {
+            Some(_) => self.stats.pages += 1,
+            None => self.stats.no_content += 1,
+        }
+        let checksum = content.as_ref().map(|(c, _)| *c);
+        self.emitter.emit(SignatureEvent {
+            schema: OutputKind::Signatures.schema().into(),
+            event_id: String::new(),
+            url: page.url.clone(),
+            fetched_at: at,
+            crawl_id: page.crawl_id.clone(),
+            status: page.status,
+            params: self.params.clone(),
+            content: content.map(|(_, sig)| sig),
+        });
+        self.exact.observe(
+            &exact::Observation {
+                url: &page.url,
+                checksum,
+                fetched_at_ms: page.fetched_at_ms,
+            },
+            &mut self.emitter,
+        );
+    }
+
+    fn content_signatures(
+        &mut self,
+        body: &Body,
+        content_type: Option<&str>,
+    ) -> (u128, ContentSignatures) {
+        let raw = body.raw();
+        let checksum = xxhash_rust::xxh3::xxh3_128(raw);
+        let (charset, (text_hash, tokens)) = match body {
+            Body::Text(html) => {
+                text::visible_text(html, &mut self.text);
+                ("UTF-8", text::text_hash(&self.text, &mut self.term))
+            }
+            Body::Bytes(bytes) => {
+                // decode() already proved the bytes decode; a failure here cannot happen, but
+                // is handled as empty text rather than a panic.
+                let (html, cs) = charset::decode_body(bytes, content_type)
+                    .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8"));
+                text::visible_text(&html, &mut self.text);
+                (cs, text::text_hash(&self.text, &mut self.term))
+            }
+        };
+        (
+            checksum,
+            ContentSignatures {
+                checksum: format!("{checksum:032x}"),
+                text_hash: format!("{text_hash:032x}"),
+                body_bytes: raw.len() as u64,
+                text_bytes: self.text.len() as u64,
+                tokens,
+                charset: charset.to_owned(),
+            },
+        )
+    }
+}
+
+fn is_detected(value: &[u8]) -> bool {
+    // Cheap check on our own serialization: the state field comes right after event_id.
+    value
+        .windows(b"\"state\":\"detected\"".len())
+        .any(|w| w == b"\"state\":\"detected\"")
+}
+
+/// Event time as RFC 3339 UTC (`2026-11-02T10:15:00Z`; fractional seconds only when present).
+pub fn format_time(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| ms.to_string())
+}

@@ -1,0 +1,264 @@
+//! HTML to visible text and terms (seed 001 §2, seed 000 §2; the bench's "Visible text and
+//! shingles" rules).
+//!
+//! Markup becomes white space; `script` and `style` elements and comments are dropped; entities
+//! are decoded. Terms are maximal runs of Unicode letters and digits, lower-cased. The scanner is
+//! a single forward pass over the bytes with no tree and no backtracking, so unclosed tags,
+//! megabyte attributes, deep nesting and binary junk all cost linear time.
+
+use xxhash_rust::xxh3::Xxh3;
+
+/// Appends the visible text of `html` to `out` (cleared first), tags replaced by spaces.
+pub fn visible_text(html: &str, out: &mut String) {
+    out.clear();
+    out.reserve(html.len() / 2);
+    let b = html.as_bytes();
+    let n = b.len();
+    let mut i = 0;
+    let mut text_start = 0;
+    while i < n {
+        if b[i] != b'<' {
+            // Jump to the next '<' (memchr-like scan over the text run).
+            i += b[i..].iter().position(|&c| c == b'<').unwrap_or(n - i);
+            continue;
+        }
+        let Some(end) = markup_end(b, i) else {
+            i += 1; // a literal '<'
+            continue;
+        };
+        push_text(&html[text_start..i], out);
+        out.push(' ');
+        i = end;
+        text_start = i;
+    }
+    push_text(&html[text_start..], out);
+}
+
+/// If `b[i] == '<'` opens markup, the index just past it (and past a whole script/style
+/// element); `None` when the '<' is literal text.
+fn markup_end(b: &[u8], i: usize) -> Option<usize> {
+    let n = b.len();
+    let next = *b.get(i + 1)?;
+    match next {
+        b'!' => {
+            if b[i..].starts_with(b"<!--") {
+                Some(find(b, i + 4, b"-->").map_or(n, |p| p + 3))
+            } else {
+                Some(find_byte(b, i + 2, b'>').map_or(n, |p| p + 1))
+            }
+        }
+        b'?' => Some(find_byte(b, i + 2, b'>').map_or(n, |p| p + 1)),
+        b'/' if b.get(i + 2).is_some_and(u8::is_ascii_alphabetic) => {
+            Some(find_byte(b, i + 2, b'>').map_or(n, |p| p + 1))
+        }
+        c if c.is_ascii_alphabetic() => {
+            let name_end = (i + 1..n)
+                .find(|&j| !b[j].is_ascii_alphanumeric())
+                .unwrap_or(n);
+            let name = &b[i + 1..name_end];
+            let tag_end = tag_end(b, name_end);
+            let raw_text =
+                name.eq_ignore_ascii_case(b"script") || name.eq_ignore_ascii_case(b"style");
+            if raw_text
+                && tag_end <= n
+                && b[tag_end - 1] == b'>'
+                && b[tag_end.saturating_sub(2)] != b'/'
+            {
+                // Skip the element's content up to its end tag.
+                let close = find_end_tag(b, tag_end, name).unwrap_or(n);
+                Some(close)
+            } else {
+                Some(tag_end)
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Index just past the '>' that ends a start tag whose name ends at `from`, honouring quoted
+/// attribute values (which may contain '>').
+fn tag_end(b: &[u8], mut j: usize) -> usize {
+    let n = b.len();
+    while j < n {
+        match b[j] {
+            b'>' => return j + 1,
+            b'=' => {
+                j += 1;
+                while j < n && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if j < n && (b[j] == b'"' || b[j] == b'\'') {
+                    let q = b[j];
+                    j = find_byte(b, j + 1, q).map_or(n, |p| p + 1);
+                }
+            }
+            _ => j += 1,
+        }
+    }
+    n
+}
+
+/// Index just past `</name ...>` at or after `from`, case-insensitively.
+fn find_end_tag(b: &[u8], mut from: usize, name: &[u8]) -> Option<usize> {
+    while let Some(p) = find(b, from, b"</") {
+        let s = p + 2;
+        if b.len() >= s + name.len()
+            && b[s..s + name.len()].eq_ignore_ascii_case(name)
+            && b.get(s + name.len())
+                .is_none_or(|c| !c.is_ascii_alphanumeric())
+        {
+            return Some(find_byte(b, s + name.len(), b'>').map_or(b.len(), |e| e + 1));
+        }
+        from = s;
+    }
+    None
+}
+
+fn find_byte(b: &[u8], from: usize, c: u8) -> Option<usize> {
+    b.get(from..)?
+        .iter()
+        .position(|&x| x == c)
+        .map(|p| p + from)
+}
+
+fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    let first = needle[0];
+    let mut at = from;
+    while let Some(p) = find_byte(b, at, first) {
+        if b[p..].starts_with(needle) {
+            return Some(p);
+        }
+        at = p + 1;
+    }
+    None
+}
+
+fn push_text(run: &str, out: &mut String) {
+    if run.contains('&') {
+        html_escape::decode_html_entities_to_string(run, out);
+    } else {
+        out.push_str(run);
+    }
+}
+
+/// Calls `f` with every term of `text`, lower-cased, in order. `buf` is scratch space reused
+/// across calls so that steady-state tokenizing allocates nothing.
+pub fn for_each_term(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
+    let mut chars = text.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        if !c.is_alphanumeric() {
+            continue;
+        }
+        buf.clear();
+        push_lower(c, buf);
+        while let Some(&(_, c)) = chars.peek() {
+            if !c.is_alphanumeric() {
+                break;
+            }
+            push_lower(c, buf);
+            chars.next();
+        }
+        f(buf);
+    }
+}
+
+#[inline]
+fn push_lower(c: char, buf: &mut String) {
+    if c.is_ascii() {
+        buf.push(c.to_ascii_lowercase());
+    } else {
+        buf.extend(c.to_lowercase());
+    }
+}
+
+/// The normalised-text hash: XXH3-128 of the terms joined by single spaces, and the term count.
+/// Two pages with the same visible words in the same order hash alike whatever their markup.
+pub fn text_hash(text: &str, buf: &mut String) -> (u128, u64) {
+    let mut h = Xxh3::new();
+    let mut count = 0u64;
+    for_each_term(text, buf, |t| {
+        if count > 0 {
+            h.update(b" ");
+        }
+        h.update(t.as_bytes());
+        count += 1;
+    });
+    (h.digest128(), count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vt(html: &str) -> String {
+        let mut s = String::new();
+        visible_text(html, &mut s);
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    fn terms(text: &str) -> Vec<String> {
+        let mut v = vec![];
+        for_each_term(text, &mut String::new(), |t| v.push(t.to_owned()));
+        v
+    }
+
+    #[test]
+    fn drops_markup_script_style_comments() {
+        let html = "<!doctype html><html><head><title>T&amp;C</title><style>p{color:red}</style>\
+            <script type=\"x\">if (a<b) { x = '</p>'; }</script></head>\
+            <body><!-- hidden <p>no</p> --><p class=\"a>b\">Caf&eacute; &#233;t&#xE9;</p>\
+            <SCRIPT>bad()</SCRIPT>ok<br/>x < y <3</body></html>";
+        assert_eq!(vt(html), "T&C Café été ok x < y <3");
+    }
+
+    #[test]
+    fn tags_become_spaces() {
+        assert_eq!(vt("a<b>b</b>c"), "a b c");
+        assert_eq!(terms(&vt("<p>one</p><p>two</p>")), ["one", "two"]);
+    }
+
+    #[test]
+    fn unclosed_constructs_run_to_the_end() {
+        assert_eq!(vt("text <!-- never closed <p>x</p>"), "text");
+        assert_eq!(vt("text <script>never closed"), "text");
+        assert_eq!(vt("text <a href=\"never closed>more"), "text");
+        assert_eq!(vt("a <"), "a <");
+    }
+
+    #[test]
+    fn terms_are_unicode_alphanumeric_runs_lowercased() {
+        assert_eq!(
+            terms("Hello, WORLD! x_y Straße 42nd ÉCOLE http://a.example/b.html"),
+            [
+                "hello", "world", "x", "y", "straße", "42nd", "école", "http", "a", "example", "b",
+                "html"
+            ]
+        );
+    }
+
+    #[test]
+    fn text_hash_ignores_markup_and_spacing_but_not_words() {
+        let mut buf = String::new();
+        let (a, na) = text_hash("Hello   world", &mut buf);
+        let (b, nb) = text_hash("hello world", &mut buf);
+        let (c, _) = text_hash("hello world again", &mut buf);
+        assert_eq!((a, na), (b, nb));
+        assert_eq!(na, 2);
+        assert_ne!(a, c);
+        // golden: pins the hash function and the join rule
+        assert_eq!(
+            format!("{a:032x}"),
+            format!("{:032x}", xxhash_rust::xxh3::xxh3_128(b"hello world"))
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_and_output_is_bounded(s in "(<[a-z!/?]{0,3}|[a-z ]{0,5}|&[a-z#0-9]{0,5};?|\"|'|=|>|-->){0,60}") {
+            let mut out = String::new();
+            visible_text(&s, &mut out);
+            // Every byte of output comes from a text run or a tag's space.
+            proptest::prop_assert!(out.chars().count() <= s.chars().count() + s.len());
+        }
+    }
+}
