@@ -104,7 +104,10 @@ struct LoggingContext;
 impl ClientContext for LoggingContext {
     fn error(&self, error: KafkaError, reason: &str) {
         // End-of-partition is expected with --exit-at-end and is handled by the loop.
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        if !matches!(
+            error,
+            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+        ) {
             warn!(error = %error, reason, "librdkafka error");
         }
     }

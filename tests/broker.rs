@@ -1,0 +1,364 @@
+//! End-to-end tests of `neardup run` against a real Kafka-protocol broker (tansu, on loopback).
+//!
+//! The broker comes from `tests/kafka-test-broker.sh start` (installed on first use), or from
+//! `KAFKA_TEST_BROKERS` when set. Each test uses topics and a consumer group of its own, feeds the
+//! built-in sample crawl to a single-partition input topic, runs the real `neardup` binary, reads
+//! every output topic back, and compares with the oracle: the same topology replayed in memory
+//! over the same records, whose outputs must come out of Kafka byte for byte.
+
+use neardup::replay::replay_records;
+use neardup::sample::{record_key, sample_crawl, SampleCrawl, SampleOptions};
+use neardup_schemas::{DeadLetterEvent, OutputKind, PairEvent, PairState, Source};
+use neardup_topology::{Config, Emit};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn brokers() -> String {
+    if let Ok(b) = std::env::var("KAFKA_TEST_BROKERS") {
+        return b;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/kafka-test-broker.sh");
+    let out = Command::new("bash")
+        .args([script, "start"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tests/kafka-test-broker.sh");
+    assert!(out.status.success(), "could not start the test broker");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned()
+}
+
+/// Topic names, group and prefix of one test.
+struct Setup {
+    brokers: String,
+    input: String,
+    group: String,
+    prefix: String,
+}
+
+impl Setup {
+    async fn new(name: &str) -> Setup {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let id = format!("{name}-{}-{nanos}", std::process::id());
+        let s = Setup {
+            brokers: brokers(),
+            input: format!("{id}.pages"),
+            group: format!("{id}.group"),
+            prefix: format!("{id}.out."),
+        };
+        let admin: AdminClient<DefaultClientContext> = s.config().create().unwrap();
+        let mut names = vec![s.input.clone()];
+        names.extend(OutputKind::ALL.iter().map(|k| s.topic(*k)));
+        let topics: Vec<NewTopic> = names
+            .iter()
+            .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
+            .collect();
+        for r in admin
+            .create_topics(&topics, &AdminOptions::new())
+            .await
+            .unwrap()
+        {
+            r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
+        }
+        s
+    }
+
+    fn config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        c
+    }
+
+    fn topic(&self, kind: OutputKind) -> String {
+        format!("{}{}", self.prefix, kind.short_name())
+    }
+
+    async fn produce(&self, sample: &SampleCrawl) {
+        let producer: FutureProducer = self.config().create().unwrap();
+        let mut deliveries = vec![];
+        for r in &sample.records {
+            deliveries.push(
+                producer
+                    .send_result(FutureRecord::to(&self.input).key(&record_key(r)).payload(r))
+                    .map_err(|(e, _)| e)
+                    .unwrap(),
+            );
+        }
+        for (i, d) in deliveries.into_iter().enumerate() {
+            let d = d.await.unwrap().map_err(|(e, _)| e).unwrap();
+            assert_eq!(
+                (d.partition, d.offset),
+                (0, i as i64),
+                "the input topic is fresh and has one partition"
+            );
+        }
+    }
+
+    fn spawn(&self, extra: &[&str]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["run", "--brokers", &self.brokers, "--group", &self.group])
+            .args([
+                "--input-topic",
+                &self.input,
+                "--output-prefix",
+                &self.prefix,
+            ])
+            .args(["--commit-interval", "100ms"])
+            .args(extra)
+            .env("NEARDUP_LOG", "info")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn neardup")
+    }
+
+    /// Number of records in an output topic, roughly (tansu's high watermark lags a little).
+    fn count(&self, kind: OutputKind) -> i64 {
+        let c: BaseConsumer = self.config().create().unwrap();
+        c.fetch_watermarks(&self.topic(kind), 0, Duration::from_secs(10))
+            .unwrap()
+            .1
+    }
+
+    /// Every record of every output topic, per kind in offset order. Reads until the topics stay
+    /// quiet for two seconds: tansu 0.6.0 reports a high watermark that lags the end of the log
+    /// (it points at the start of the last batch), so the watermark cannot say where the end is.
+    fn read_outputs(&self) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
+        let c: BaseConsumer = self
+            .config()
+            .set("group.id", format!("{}.reader", self.group))
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "50")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        let mut kinds = BTreeMap::new();
+        for kind in OutputKind::ALL {
+            tpl.add_partition_offset(&self.topic(kind), 0, Offset::Beginning)
+                .unwrap();
+            kinds.insert(self.topic(kind), kind);
+        }
+        c.assign(&tpl).unwrap();
+        let mut out: BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> =
+            OutputKind::ALL.iter().map(|k| (*k, vec![])).collect();
+        while let Some(m) = c.poll(Duration::from_secs(2)) {
+            let m = m.unwrap();
+            let key = String::from_utf8(m.key().unwrap().to_vec()).unwrap();
+            out.get_mut(&kinds[m.topic()])
+                .unwrap()
+                .push((key, m.payload().unwrap().to_vec()));
+        }
+        out
+    }
+
+    fn oracle(&self, sample: &SampleCrawl) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
+        let topic = self.input.clone();
+        let emits: Vec<Emit> =
+            replay_records(&sample.records, Config::default(), |i| Source::Kafka {
+                topic: topic.clone(),
+                partition: 0,
+                offset: i as i64,
+            });
+        let mut out: BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> =
+            OutputKind::ALL.iter().map(|k| (*k, vec![])).collect();
+        for e in emits {
+            out.get_mut(&e.kind).unwrap().push((e.key, e.value));
+        }
+        out
+    }
+}
+
+/// Equal record sequences, or a failure that shows the first difference as text.
+fn assert_same(kind: OutputKind, got: &[(String, Vec<u8>)], want: &[(String, Vec<u8>)]) {
+    let text = |r: &(String, Vec<u8>)| format!("{} => {}", r.0, String::from_utf8_lossy(&r.1));
+    if let Some(i) = (0..got.len().min(want.len())).find(|&i| got[i] != want[i]) {
+        panic!(
+            "{kind:?} record {i} differs from the replay:\n got  {}\n want {}",
+            text(&got[i]),
+            text(&want[i])
+        );
+    }
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{kind:?}: record counts differ from the replay"
+    );
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("neardup did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn event_id(value: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(value).unwrap();
+    v["event_id"].as_str().unwrap().to_owned()
+}
+
+/// After a disturbed run: every oracle output is present, nothing else is, and every repeat is
+/// byte-identical to the first occurrence of its event_id.
+fn assert_no_loss_no_divergence(
+    got: &BTreeMap<OutputKind, Vec<(String, Vec<u8>)>>,
+    want: &BTreeMap<OutputKind, Vec<(String, Vec<u8>)>>,
+) -> usize {
+    let mut repeats = 0;
+    for kind in OutputKind::ALL {
+        let mut by_id: BTreeMap<String, &(String, Vec<u8>)> = BTreeMap::new();
+        for rec in &got[&kind] {
+            if let Some(first) = by_id.insert(event_id(&rec.1), rec) {
+                assert_eq!(
+                    first, rec,
+                    "{kind:?}: one event_id with two different records"
+                );
+                repeats += 1;
+            }
+        }
+        let got_set: BTreeSet<&(String, Vec<u8>)> = got[&kind].iter().collect();
+        let want_set: BTreeSet<&(String, Vec<u8>)> = want[&kind].iter().collect();
+        let missing = want_set.difference(&got_set).count();
+        let extra = got_set.difference(&want_set).count();
+        assert_eq!(
+            (missing, extra),
+            (0, 0),
+            "{kind:?}: outputs lost or invented"
+        );
+    }
+    repeats
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_produces_exactly_the_replay_outputs() {
+    let s = Setup::new("e2e").await;
+    let sample = sample_crawl(&SampleOptions::default());
+    s.produce(&sample).await;
+    let mut child = s.spawn(&["--exit-at-end"]);
+    assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
+
+    let got = s.read_outputs();
+    let want = s.oracle(&sample);
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+
+    // Independent of the oracle: the sample's exact duplicates by construction are all found.
+    let detected: BTreeSet<(String, String)> = got[&OutputKind::Pairs]
+        .iter()
+        .map(|(_, v)| serde_json::from_slice::<PairEvent>(v).unwrap())
+        .filter(|p| p.state == PairState::Detected)
+        .map(|p| (p.a, p.b))
+        .collect();
+    for (round, urls) in &sample.exact_groups {
+        for (i, a) in urls.iter().enumerate() {
+            for b in &urls[i + 1..] {
+                assert!(
+                    detected.contains(&(a.clone(), b.clone())),
+                    "{round}: {a} ~ {b} not found"
+                );
+            }
+        }
+    }
+    // Every bad record is in the dead letters, at its offset, with its reason, and the records
+    // after it were processed (one signature per good record).
+    let dead: Vec<DeadLetterEvent> = got[&OutputKind::DeadLetter]
+        .iter()
+        .map(|(_, v)| serde_json::from_slice(v).unwrap())
+        .collect();
+    assert_eq!(dead.len(), sample.bad_records.len());
+    for (d, (index, reason)) in dead.iter().zip(&sample.bad_records) {
+        assert_eq!(d.reason.as_str(), *reason);
+        assert_eq!(
+            d.source,
+            Source::Kafka {
+                topic: s.input.clone(),
+                partition: 0,
+                offset: *index as i64
+            }
+        );
+    }
+    assert_eq!(
+        got[&OutputKind::Signatures].len(),
+        sample.records.len() - sample.bad_records.len()
+    );
+}
+
+/// A bigger stream, and a first run slowed down (one input in flight at a time) so that the
+/// kill reliably lands in the middle of it.
+fn big_sample() -> SampleCrawl {
+    sample_crawl(&SampleOptions {
+        seed: 11,
+        rounds: 3,
+        pages_per_host: 40,
+    })
+}
+
+async fn interrupted_run(name: &str, signal: &str) {
+    let s = Setup::new(name).await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+
+    let mut first = s.spawn(&["--max-in-flight", "1"]);
+    let started = Instant::now();
+    while s.count(OutputKind::Signatures) < total_signatures / 3 {
+        assert!(first.try_wait().unwrap().is_none(), "neardup exited early");
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = first.id().to_string();
+    assert!(Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = wait_exit(&mut first, Duration::from_secs(60));
+    let at_kill = s.count(OutputKind::Signatures);
+    assert!(
+        at_kill < total_signatures,
+        "the stream had finished before the {signal}"
+    );
+    if signal == "-TERM" {
+        assert!(
+            status.success(),
+            "SIGTERM must drain, commit and exit 0, got {status:?}"
+        );
+    }
+
+    let mut second = s.spawn(&["--exit-at-end"]);
+    assert!(wait_exit(&mut second, Duration::from_secs(120)).success());
+    let repeats = assert_no_loss_no_divergence(&s.read_outputs(), &s.oracle(&sample));
+    eprintln!("{signal}: stopped at {at_kill}/{total_signatures} signatures; {repeats} repeated outputs after restart");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_stream_then_restart_loses_nothing() {
+    interrupted_run("kill", "-KILL").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_commits_and_restart_loses_nothing() {
+    interrupted_run("term", "-TERM").await;
+}
