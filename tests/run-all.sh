@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs every neardup test (unit, property, schema, bench-input and broker-backed) on a fresh
+# machine of this kind, installing what the tests need first:
+#   - the benchmark's small crawl (../shared/bench/make_crawl.py; it apt-installs the Debian
+#     documentation packages it reads), cached under target/bench/;
+#   - tansu, a real Kafka-protocol broker, started on loopback for the run and stopped after.
+# usage: tests/run-all.sh [extra cargo test args]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+started=$(date +%s)
+
+# --- the benchmark's bad-input file (issue: every malformed line lands in the dead letters) ----
+MAKE_CRAWL="${NEARDUP_MAKE_CRAWL:-$ROOT/../shared/bench/make_crawl.py}"
+if [ -f "$MAKE_CRAWL" ]; then
+  BENCH="$ROOT/target/bench/small-r1-s1"
+  if [ ! -f "$BENCH/truth.json" ]; then
+    mkdir -p "$BENCH"
+    echo "== generating the small benchmark crawl into $BENCH"
+    if ! python3 "$MAKE_CRAWL" --scale small --rounds 1 --seed 1 --out "$BENCH" --quiet --no-install; then
+      echo "== installing the Debian documentation packages the benchmark reads"
+      apt-get update -qq
+      python3 "$MAKE_CRAWL" --scale small --rounds 1 --seed 1 --out "$BENCH" --quiet
+    fi
+  fi
+  export NEARDUP_BENCH_SMALL="$BENCH"
+else
+  echo "== WARNING: $MAKE_CRAWL not found: the bench bad-input test is skipped (set NEARDUP_MAKE_CRAWL)"
+  export NEARDUP_SKIP_BENCH=1
+fi
+
+# --- the test broker ---------------------------------------------------------------------------
+echo "== starting the test broker (tansu)"
+KAFKA_TEST_BROKERS="$(tests/kafka-test-broker.sh start)"
+export KAFKA_TEST_BROKERS
+trap 'tests/kafka-test-broker.sh stop' EXIT
+
+# --- the tests ---------------------------------------------------------------------------------
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo test (workspace)"
+cargo test --workspace --locked "$@"
+echo "== all tests done in $(( $(date +%s) - started )) s"
