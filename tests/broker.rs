@@ -8,7 +8,7 @@
 
 use neardup::replay::replay_records;
 use neardup::sample::{record_key, sample_crawl, SampleCrawl, SampleOptions};
-use neardup_schemas::{DeadLetterEvent, OutputKind, PairEvent, PairState, Source};
+use neardup_schemas::{ClusterEvent, DeadLetterEvent, OutputKind, PairEvent, PairState, Source};
 use neardup_topology::{Config, Emit};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -280,6 +280,32 @@ async fn run_produces_exactly_the_replay_outputs() {
                 );
             }
         }
+    }
+    // And as clusters: replaying the cluster events, each group is at some point one cluster.
+    let mut members: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut seen: Vec<BTreeSet<String>> = vec![];
+    for (_, v) in &got[&OutputKind::Clusters] {
+        let c: ClusterEvent = serde_json::from_slice(v).unwrap();
+        let m = members.entry(c.cluster_id.clone()).or_default();
+        m.extend(c.added.iter().cloned());
+        for r in &c.removed {
+            m.remove(r);
+        }
+        assert_eq!(
+            m.len() as u64,
+            c.size,
+            "size of {} after {:?}",
+            c.cluster_id,
+            c.change
+        );
+        seen.push(m.clone());
+    }
+    for (round, urls) in &sample.exact_groups {
+        let group: BTreeSet<String> = urls.iter().cloned().collect();
+        assert!(
+            seen.contains(&group),
+            "{round}: no cluster ever held exactly {group:?}"
+        );
     }
     // Every bad record is in the dead letters, at its offset, with its reason, and the records
     // after it were processed (one signature per good record).

@@ -24,6 +24,7 @@ pub mod decode;
 mod emit;
 pub mod exact;
 pub mod site;
+pub mod sketch;
 #[cfg(test)]
 mod testutil;
 pub mod text;
@@ -249,4 +250,54 @@ pub fn format_time(ms: i64) -> String {
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
         .unwrap_or_else(|| ms.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine as _;
+    use proptest::prelude::*;
+
+    fn envelope(url: &str, t: i64, status: u16, ct: Option<&str>, body: Option<Body>) -> Vec<u8> {
+        let mut v = serde_json::json!({"url": url, "fetched_at": format_time(t), "status": status});
+        if let Some(ct) = ct {
+            v["content_type"] = ct.into();
+        }
+        match body {
+            Some(Body::Text(s)) => v["body"] = s.into(),
+            Some(Body::Bytes(b)) => {
+                v["body_base64"] = base64::engine::general_purpose::STANDARD.encode(b).into()
+            }
+            None => {}
+        }
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    fn arb_body() -> impl Strategy<Value = Option<Body>> {
+        prop_oneof![
+            Just(None),
+            "(<[a-zA-Z!/?]{0,8}|[ -~]{0,12}|&[a-z#0-9]{0,6};?|<script>|</script>|<!--|-->|\u{e9}\u{4e2d})*"
+                .prop_map(|s| Some(Body::Text(s))),
+            proptest::collection::vec(any::<u8>(), 0..300).prop_map(|b| Some(Body::Bytes(b))),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Whatever the body, charset, status and order of events, processing never panics and
+        /// every input yields at least one output (a signature or a dead letter).
+        #[test]
+        fn process_never_panics(events in proptest::collection::vec((0usize..4, 0i64..2_000_000_000, prop_oneof![Just(200u16), Just(404), Just(0), Just(503)],
+                proptest::option::of(prop_oneof![Just("text/html; charset=utf-8"), Just("text/html; charset=iso-8859-1"), Just("text/html; charset=shift_jis"), Just("text/html; charset=nonsense"), Just("text/html")]),
+                arb_body()), 1..20)) {
+            let mut topo = Topology::new(Config { window_ms: 600_000_000, ..Config::default() });
+            let urls = ["http://a.example/x", "http://b.example/x", "https://www.a.example/y", "http://c.example/"];
+            let src = Source::File { file: "p".into(), line: 1 };
+            for (u, t, status, ct, body) in events {
+                let mut out = Vec::new();
+                topo.process(&envelope(urls[u], t, status, ct, body), &src, &mut out);
+                prop_assert!(out.iter().any(|e| matches!(e.kind, OutputKind::Signatures | OutputKind::DeadLetter)));
+            }
+        }
+    }
 }

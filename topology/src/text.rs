@@ -8,10 +8,38 @@
 
 use xxhash_rust::xxh3::Xxh3;
 
+/// Delimits an `<img>` URL term inside extracted text: the whole span between two of these is
+/// one term (seed 001 §2). U+FFFC never survives from the page's own text (it is blanked).
+pub const IMG_TERM_MARK: char = '\u{FFFC}';
+
+/// What one pass over a page's HTML extracts. Reused across pages: no allocation once warm,
+/// except the out-link strings.
+#[derive(Debug, Default, Clone)]
+pub struct Extraction {
+    /// Visible text, tags replaced by spaces, with `<img>` URL terms marked by [`IMG_TERM_MARK`].
+    pub text: String,
+    /// Out-links (`<a>`, `<area>`, `<frame>`, `<iframe>`), resolved against the page URL (or its
+    /// `<base href>`), http(s) only, fragment dropped, in document order, duplicates kept.
+    pub links: Vec<String>,
+}
+
 /// Appends the visible text of `html` to `out` (cleared first), tags replaced by spaces.
 pub fn visible_text(html: &str, out: &mut String) {
-    out.clear();
-    out.reserve(html.len() / 2);
+    let mut ex = Extraction {
+        text: std::mem::take(out),
+        links: Vec::new(),
+    };
+    extract(html, None, &mut ex);
+    *out = ex.text;
+}
+
+/// One linear pass: visible text, `<img>` URL terms and out-links. Without a page URL, relative
+/// links cannot be resolved, so neither links nor image terms are extracted.
+pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
+    out.text.clear();
+    out.links.clear();
+    out.text.reserve(html.len() / 2);
+    let mut base: Option<url::Url> = None;
     let b = html.as_bytes();
     let n = b.len();
     let mut i = 0;
@@ -22,34 +50,141 @@ pub fn visible_text(html: &str, out: &mut String) {
             i += b[i..].iter().position(|&c| c == b'<').unwrap_or(n - i);
             continue;
         }
-        let Some(end) = markup_end(b, i) else {
+        let Some((end, tag)) = markup_end(b, i) else {
             i += 1; // a literal '<'
             continue;
         };
-        push_text(&html[text_start..i], out);
-        out.push(' ');
+        push_text(&html[text_start..i], &mut out.text);
+        out.text.push(' ');
+        if let (Some(page), Some((name, attrs))) = (page, tag) {
+            on_tag(
+                &html[name.0..name.1],
+                &html[attrs.0..attrs.1],
+                page,
+                &mut base,
+                out,
+            );
+        }
         i = end;
         text_start = i;
     }
-    push_text(&html[text_start..], out);
+    push_text(&html[text_start..], &mut out.text);
 }
 
+/// Links, image terms and `<base>` from the start tags that carry them.
+fn on_tag(
+    name: &str,
+    attrs: &str,
+    page: &url::Url,
+    base: &mut Option<url::Url>,
+    out: &mut Extraction,
+) {
+    let wanted = match name.len() {
+        1 if name.eq_ignore_ascii_case("a") => "href",
+        3 if name.eq_ignore_ascii_case("img") => "src",
+        4 if name.eq_ignore_ascii_case("area") || name.eq_ignore_ascii_case("base") => "href",
+        5 if name.eq_ignore_ascii_case("frame") => "src",
+        6 if name.eq_ignore_ascii_case("iframe") => "src",
+        _ => return,
+    };
+    let Some(value) = attribute(attrs, wanted) else {
+        return;
+    };
+    let value = html_escape::decode_html_entities(value.trim());
+    let resolve_from = base.as_ref().unwrap_or(page);
+    let Ok(mut url) = resolve_from.join(&value) else {
+        return;
+    };
+    if !matches!(url.scheme(), "http" | "https") {
+        return;
+    }
+    url.set_fragment(None);
+    if name.eq_ignore_ascii_case("base") {
+        *base = Some(url);
+    } else if name.eq_ignore_ascii_case("img") {
+        // Seed 001 §2: the whole URL on another host, only the file name on the page's host.
+        out.text.push(IMG_TERM_MARK);
+        if url.host_str() == page.host_str() {
+            let file = url
+                .path_segments()
+                .and_then(|mut s| s.next_back())
+                .unwrap_or("");
+            out.text.push_str(file);
+        } else {
+            out.text.push_str(url.as_str());
+        }
+        out.text.push(IMG_TERM_MARK);
+        out.text.push(' ');
+    } else {
+        out.links.push(url.into());
+    }
+}
+
+/// The value of attribute `want` (ASCII case-insensitive) in a start tag's attribute text.
+fn attribute<'a>(attrs: &'a str, want: &str) -> Option<&'a str> {
+    let b = attrs.as_bytes();
+    let n = b.len();
+    let mut j = 0;
+    while j < n {
+        while j < n && (b[j].is_ascii_whitespace() || b[j] == b'/') {
+            j += 1;
+        }
+        let name_start = j;
+        while j < n && !b[j].is_ascii_whitespace() && !matches!(b[j], b'=' | b'>' | b'/') {
+            j += 1;
+        }
+        let name = &attrs[name_start..j];
+        while j < n && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if j >= n || b[j] != b'=' {
+            if name.is_empty() {
+                j += 1;
+            }
+            continue;
+        }
+        j += 1;
+        while j < n && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        let (start, end) = if j < n && (b[j] == b'"' || b[j] == b'\'') {
+            let q = b[j];
+            let end = find_byte(b, j + 1, q).unwrap_or(n);
+            (j + 1, end)
+        } else {
+            let end = (j..n)
+                .find(|&k| b[k].is_ascii_whitespace() || b[k] == b'>')
+                .unwrap_or(n);
+            (j, end)
+        };
+        if name.eq_ignore_ascii_case(want) {
+            return Some(&attrs[start..end]);
+        }
+        j = end + 1;
+    }
+    None
+}
+
+/// Name and attribute-text ranges of a start tag.
+type TagRanges = ((usize, usize), (usize, usize));
+
 /// If `b[i] == '<'` opens markup, the index just past it (and past a whole script/style
-/// element); `None` when the '<' is literal text.
-fn markup_end(b: &[u8], i: usize) -> Option<usize> {
+/// element), with the name and attribute ranges when it is a start tag; `None` when the '<' is
+/// literal text.
+fn markup_end(b: &[u8], i: usize) -> Option<(usize, Option<TagRanges>)> {
     let n = b.len();
     let next = *b.get(i + 1)?;
     match next {
         b'!' => {
             if b[i..].starts_with(b"<!--") {
-                Some(find(b, i + 4, b"-->").map_or(n, |p| p + 3))
+                Some((find(b, i + 4, b"-->").map_or(n, |p| p + 3), None))
             } else {
-                Some(find_byte(b, i + 2, b'>').map_or(n, |p| p + 1))
+                Some((find_byte(b, i + 2, b'>').map_or(n, |p| p + 1), None))
             }
         }
-        b'?' => Some(find_byte(b, i + 2, b'>').map_or(n, |p| p + 1)),
+        b'?' => Some((find_byte(b, i + 2, b'>').map_or(n, |p| p + 1), None)),
         b'/' if b.get(i + 2).is_some_and(u8::is_ascii_alphabetic) => {
-            Some(find_byte(b, i + 2, b'>').map_or(n, |p| p + 1))
+            Some((find_byte(b, i + 2, b'>').map_or(n, |p| p + 1), None))
         }
         c if c.is_ascii_alphabetic() => {
             let name_end = (i + 1..n)
@@ -57,6 +192,12 @@ fn markup_end(b: &[u8], i: usize) -> Option<usize> {
                 .unwrap_or(n);
             let name = &b[i + 1..name_end];
             let tag_end = tag_end(b, name_end);
+            let attrs_end = if tag_end > name_end && b[tag_end - 1] == b'>' {
+                tag_end - 1
+            } else {
+                tag_end
+            };
+            let ranges = Some(((i + 1, name_end), (name_end, attrs_end)));
             let raw_text =
                 name.eq_ignore_ascii_case(b"script") || name.eq_ignore_ascii_case(b"style");
             if raw_text
@@ -66,9 +207,9 @@ fn markup_end(b: &[u8], i: usize) -> Option<usize> {
             {
                 // Skip the element's content up to its end tag.
                 let close = find_end_tag(b, tag_end, name).unwrap_or(n);
-                Some(close)
+                Some((close, ranges))
             } else {
-                Some(tag_end)
+                Some((tag_end, ranges))
             }
         }
         _ => None,
@@ -134,10 +275,17 @@ fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 }
 
 fn push_text(run: &str, out: &mut String) {
+    let start = out.len();
     if run.contains('&') {
         html_escape::decode_html_entities_to_string(run, out);
     } else {
         out.push_str(run);
+    }
+    // The page's own U+FFFC (or one from an entity) must not open an image term.
+    if out[start..].contains(IMG_TERM_MARK) {
+        let cleaned = out[start..].replace(IMG_TERM_MARK, " ");
+        out.truncate(start);
+        out.push_str(&cleaned);
     }
 }
 
@@ -145,7 +293,25 @@ fn push_text(run: &str, out: &mut String) {
 /// across calls so that steady-state tokenizing allocates nothing.
 pub fn for_each_term(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     let mut chars = text.char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
+    while let Some((at, c)) = chars.next() {
+        if c == IMG_TERM_MARK {
+            // An <img> URL term: the whole span up to the closing mark is one term.
+            let rest = &text[at + c.len_utf8()..];
+            let len = rest.find(IMG_TERM_MARK).unwrap_or(rest.len());
+            let term = &rest[..len];
+            while chars
+                .peek()
+                .is_some_and(|&(k, _)| k <= at + c.len_utf8() + len)
+            {
+                chars.next();
+            }
+            if !term.is_empty() {
+                buf.clear();
+                term.chars().for_each(|c| push_lower(c, buf));
+                f(buf);
+            }
+            continue;
+        }
         if !c.is_alphanumeric() {
             continue;
         }
@@ -189,6 +355,56 @@ pub fn text_hash(text: &str, buf: &mut String) -> (u128, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ex(html: &str, page: &str) -> Extraction {
+        let mut e = Extraction::default();
+        extract(html, Some(&url::Url::parse(page).unwrap()), &mut e);
+        e
+    }
+
+    #[test]
+    fn img_urls_are_terms_per_seed_001() {
+        let e = ex(
+            r#"<p>see <img src="/pics/Logo.PNG"> and <IMG SRC='http://cdn.example/a/b.gif?x=1#f'> done</p>"#,
+            "http://www.a.example/dir/page.html",
+        );
+        assert_eq!(
+            terms(&e.text),
+            [
+                "see",
+                "logo.png",
+                "and",
+                "http://cdn.example/a/b.gif?x=1",
+                "done"
+            ]
+        );
+    }
+
+    #[test]
+    fn links_are_resolved_absolute_http_only() {
+        let e = ex(
+            r#"<base href="http://b.example/root/"><a href="x.html#top">x</a><a href='../y.html?q=1&amp;r=2'>y</a>
+               <a href="mailto:me@a.example">m</a><a href=javascript:void(0)>j</a><area href="/z">
+               <iframe src="https://c.example/f"></iframe><a name=top>no href</a><a href = "http://d.example">d</a>"#,
+            "http://a.example/dir/page.html",
+        );
+        assert_eq!(
+            e.links,
+            [
+                "http://b.example/root/x.html",
+                "http://b.example/y.html?q=1&r=2",
+                "http://b.example/z",
+                "https://c.example/f",
+                "http://d.example/"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_marker_in_page_text_is_blanked() {
+        let e = ex("a\u{FFFC}b&#xFFFC;c", "http://a.example/");
+        assert_eq!(terms(&e.text), ["a", "b", "c"]);
+    }
 
     fn vt(html: &str) -> String {
         let mut s = String::new();
