@@ -142,6 +142,8 @@ impl PairEvent {
         crawl_id: Option<String>,
     ) -> Self {
         let (a, b) = if a <= b { (a, b) } else { (b, a) };
+        // JSON has no NaN: a non-finite estimate is left out rather than written as null.
+        let jaccard = jaccard.filter(|j| j.is_finite());
         PairEvent {
             schema: OutputKind::Pairs.schema().into(),
             event_id: String::new(),
@@ -260,6 +262,34 @@ pub struct MirrorEvent {
     pub at: String,
 }
 
+impl MirrorEvent {
+    /// A mirror event with the hosts (and each prefix pair, to match) in sorted order.
+    pub fn new(
+        a: String,
+        b: String,
+        state: MirrorState,
+        shared_pages: u64,
+        mut prefixes: Vec<[String; 2]>,
+        at: String,
+    ) -> Self {
+        let hosts = if a <= b {
+            [a, b]
+        } else {
+            prefixes.iter_mut().for_each(|p| p.swap(0, 1));
+            [b, a]
+        };
+        MirrorEvent {
+            schema: OutputKind::Mirrors.schema().into(),
+            event_id: String::new(),
+            hosts,
+            state,
+            shared_pages,
+            prefixes,
+            at,
+        }
+    }
+}
+
 output_event!(MirrorEvent, OutputKind::Mirrors, |s| format!(
     "{} {}",
     s.hosts[0], s.hosts[1]
@@ -281,6 +311,16 @@ pub struct CollectionHost {
     pub pages: u64,
 }
 
+/// Whether a collection is (still) replicated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectionState {
+    /// The collection exists with the stated copies.
+    Updated,
+    /// The collection is no longer replicated.
+    Dissolved,
+}
+
 /// `neardup.collections/v1`: a replicated collection (seed 003).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -292,7 +332,7 @@ pub struct CollectionEvent {
     /// Stable collection id (also the record key).
     pub collection_id: String,
     /// `updated` or `dissolved`.
-    pub state: String,
+    pub state: CollectionState,
     /// Number of copies (hosts or roots) of the collection.
     pub cardinality: u64,
     /// Pages per copy.
