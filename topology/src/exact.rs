@@ -18,6 +18,7 @@
 
 use crate::emit::Emitter;
 use crate::site;
+use crate::window::{Expiry, Ticket};
 use neardup_schemas::{
     ClusterChangeKind, ClusterEvent, OutputKind, PairEvent, PairLevel, PairState, RecrawlEvent,
     RecrawlHint,
@@ -29,8 +30,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 struct UrlEntry {
     checksum: u128,
-    fetched_at_ms: i64,
-    seq: u64,
+    /// Its place in the expiry order (which also holds its fetch time).
+    ticket: Ticket,
 }
 
 /// A member of a checksum group.
@@ -71,9 +72,8 @@ pub struct ExactIndex {
     max_pairs_per_join: usize,
     by_url: HashMap<Arc<str>, UrlEntry>,
     groups: HashMap<u128, Group>,
-    /// (fetched_at, seq) -> URL, oldest first, for eviction by event time.
-    expiry: BTreeMap<(i64, u64), Arc<str>>,
-    seq: u64,
+    /// URLs by fetch time, oldest first, for eviction by event time.
+    expiry: Expiry<Arc<str>>,
     stats: ExactStats,
 }
 
@@ -95,8 +95,7 @@ impl ExactIndex {
             max_pairs_per_join,
             by_url: HashMap::new(),
             groups: HashMap::new(),
-            expiry: BTreeMap::new(),
-            seq: 0,
+            expiry: Expiry::default(),
             stats: ExactStats::default(),
         }
     }
@@ -123,11 +122,7 @@ impl ExactIndex {
     /// Evicts every entry fetched before `watermark_ms - window`.
     pub fn advance(&mut self, watermark_ms: i64, out: &mut Emitter) {
         let horizon = watermark_ms.saturating_sub(self.window_ms);
-        while let Some(entry) = self.expiry.first_entry() {
-            if entry.key().0 >= horizon {
-                break;
-            }
-            let url = entry.remove();
+        while let Some(url) = self.expiry.pop_before(horizon) {
             self.stats.evicted += 1;
             self.remove(&url, out);
         }
@@ -135,32 +130,20 @@ impl ExactIndex {
 
     /// Applies one fetch of a URL.
     pub fn observe(&mut self, obs: &Observation<'_>, out: &mut Emitter) {
-        if let Some(old) = self.by_url.get(obs.url) {
-            if obs.fetched_at_ms < old.fetched_at_ms {
+        if let Some(old) = self.by_url.get_mut(obs.url) {
+            if obs.fetched_at_ms < old.ticket.at_ms() {
                 self.stats.stale += 1;
                 return;
             }
+            let url = self
+                .expiry
+                .remove(old.ticket)
+                .expect("expiry tracks every URL");
             if Some(old.checksum) == obs.checksum {
                 // Same content again: refresh its place in the window; nothing changes.
-                let (old_key, seq) = ((old.fetched_at_ms, old.seq), self.next_seq());
-                let url = self
-                    .expiry
-                    .remove(&old_key)
-                    .expect("expiry tracks every URL");
-                self.expiry.insert((obs.fetched_at_ms, seq), url);
-                let e = self.by_url.get_mut(obs.url).expect("present");
-                e.fetched_at_ms = obs.fetched_at_ms;
-                e.seq = seq;
+                old.ticket = self.expiry.insert(obs.fetched_at_ms, url);
                 return;
             }
-            let url: Arc<str> = self
-                .by_url
-                .get_key_value(obs.url)
-                .expect("present")
-                .0
-                .clone();
-            let key = (old.fetched_at_ms, old.seq);
-            self.expiry.remove(&key);
             self.remove(&url, out);
         }
         if let Some(checksum) = obs.checksum {
@@ -168,23 +151,11 @@ impl ExactIndex {
         }
     }
 
-    fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.seq
-    }
-
     fn insert(&mut self, url: &str, checksum: u128, at_ms: i64, out: &mut Emitter) {
         let url: Arc<str> = Arc::from(url);
-        let seq = self.next_seq();
-        self.by_url.insert(
-            url.clone(),
-            UrlEntry {
-                checksum,
-                fetched_at_ms: at_ms,
-                seq,
-            },
-        );
-        self.expiry.insert((at_ms, seq), url.clone());
+        let ticket = self.expiry.insert(at_ms, url.clone());
+        self.by_url
+            .insert(url.clone(), UrlEntry { checksum, ticket });
         let group = self.groups.entry(checksum).or_default();
         let ordinal = group.members.len();
         if ordinal < self.max_pairs_per_join {

@@ -28,6 +28,7 @@ pub mod sketch;
 #[cfg(test)]
 mod testutil;
 pub mod text;
+pub mod window;
 
 pub use decode::{decode, DecodeError, DecodeLimits};
 pub use emit::{Emit, Emitter};
