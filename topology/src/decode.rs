@@ -130,6 +130,14 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
 
     let url = required_str(&obj, "url")?;
     check_url(url)?;
+    // Schemes are case-insensitive (RFC 3986 §3.1); publish the canonical lower-case form so
+    // that `HTTP://x` and `http://x` are one URL downstream.
+    let url = match url.find("://") {
+        Some(i) if url[..i].bytes().any(|c| c.is_ascii_uppercase()) => {
+            format!("{}{}", url[..i].to_ascii_lowercase(), &url[i..])
+        }
+        _ => url.to_owned(),
+    };
     let fetched_at = required_str(&obj, "fetched_at")?;
     let when = OffsetDateTime::parse(fetched_at, &Rfc3339).map_err(|e| {
         DecodeError::new(
@@ -139,6 +147,15 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
             ),
         )
     })?;
+    let utc_year = when
+        .checked_to_offset(time::UtcOffset::UTC)
+        .map(|t| t.year());
+    if !utc_year.is_some_and(|y| (0..=9999).contains(&y)) {
+        return Err(DecodeError::new(
+            InvalidTimestamp,
+            format!("fetched_at {fetched_at:?} is outside the years 0000-9999 in UTC"),
+        ));
+    }
     let fetched_at_ms = (when.unix_timestamp_nanos() / 1_000_000) as i64;
     let status = match obj.get("status") {
         None => {
@@ -199,7 +216,7 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
         (None, None) => None,
     };
     Ok(PageEvent {
-        url: url.to_owned(),
+        url,
         fetched_at: fetched_at.to_owned(),
         fetched_at_ms,
         status,

@@ -13,8 +13,12 @@
 //! lexicographically smaller URL.
 //!
 //! Pair events are bounded per group: a member that joins a group already holding
-//! `max_pairs_per_join` members gets no pair events (the cluster events still name it). The rule
-//! depends only on the join order, so every detected pair is later retracted exactly once.
+//! `max_pairs_per_join` members gets no pair events (the cluster events still name it). A pair
+//! exists iff both its members joined under the cap, a rule that depends only on the join order,
+//! so every detected pair is later retracted exactly once.
+//!
+//! Crawl hints: each member's latest `neardup.recrawl` hint names the current canonical; when the
+//! canonical changes, every member gets a new hint.
 
 use crate::emit::Emitter;
 use crate::site;
@@ -158,12 +162,14 @@ impl ExactIndex {
             .insert(url.clone(), UrlEntry { checksum, ticket });
         let group = self.groups.entry(checksum).or_default();
         let ordinal = group.members.len();
-        if ordinal < self.max_pairs_per_join {
-            for other in group.members.keys() {
+        let cap = self.max_pairs_per_join;
+        for (other, m) in &group.members {
+            // A pair exists iff both members joined under the cap: the same rule as retraction.
+            if ordinal < cap && m.ordinal < cap {
                 out.emit(exact_pair(&url, other, PairState::Detected, out.at()));
+            } else {
+                self.stats.pairs_suppressed += 1;
             }
-        } else {
-            self.stats.pairs_suppressed += ordinal as u64;
         }
         group.members.insert(
             url.clone(),
@@ -212,11 +218,13 @@ impl ExactIndex {
                         vec![],
                         out.at(),
                     ));
-                    if let Some(before) = before {
-                        out.emit(recrawl(&before, &canonical, &id, out.at()));
+                    // Every copy's hint names the new canonical.
+                    for member in group.members.keys() {
+                        out.emit(recrawl(member, &canonical, &id, out.at()));
                     }
+                } else {
+                    out.emit(recrawl(&url, &canonical, &id, out.at()));
                 }
-                out.emit(recrawl(&url, &canonical, &id, out.at()));
             }
         }
     }
@@ -281,7 +289,9 @@ impl ExactIndex {
                         vec![],
                         out.at(),
                     ));
-                    out.emit(recrawl(&canonical, &canonical, &id, out.at()));
+                    for member in group.members.keys() {
+                        out.emit(recrawl(member, &canonical, &id, out.at()));
+                    }
                 } else {
                     out.emit(restore(url, &id, out.at()));
                 }
