@@ -40,6 +40,26 @@ pub struct TopologyArgs {
     /// A page joining an exact-duplicate group that already has this many members gets no pair events.
     #[arg(long, default_value_t = 1000, env = "NEARDUP_MAX_PAIRS_PER_JOIN")]
     pub max_pairs_per_join: usize,
+    /// Alg. B shingling profile: `henzinger` (k = 8, no wrap-around) or `fmn` (k = 5, wrap-around).
+    #[arg(long, default_value = "henzinger", value_parser = parse_profile, env = "NEARDUP_SHINGLE_PROFILE")]
+    pub shingle_profile: neardup_topology::sketch::minhash::Profile,
+    /// Terms of a page beyond this many are ignored (bounds the work on pathological pages).
+    #[arg(long, default_value_t = 1_000_000, env = "NEARDUP_MAX_TERMS")]
+    pub max_terms: usize,
+    /// Also publish the 84 min-values in signature events (large: 1.4 KB of hex per page).
+    #[arg(long, env = "NEARDUP_EMIT_MINVALUES")]
+    pub emit_minvalues: bool,
+}
+
+fn parse_profile(s: &str) -> Result<neardup_topology::sketch::minhash::Profile, String> {
+    use neardup_topology::sketch::minhash::Profile;
+    match s {
+        "henzinger" => Ok(Profile::HENZINGER),
+        "fmn" => Ok(Profile::FMN),
+        other => Err(format!(
+            "unknown shingle profile {other:?}; use henzinger or fmn"
+        )),
+    }
 }
 
 impl TopologyArgs {
@@ -53,6 +73,12 @@ impl TopologyArgs {
                 ..defaults.decode
             },
             max_pairs_per_join: self.max_pairs_per_join,
+            signer: neardup_topology::signer::SignerConfig {
+                profile: self.shingle_profile,
+                max_terms: self.max_terms.max(1),
+                ..defaults.signer
+            },
+            emit_minvalues: self.emit_minvalues,
         }
     }
 }

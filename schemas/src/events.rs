@@ -46,6 +46,9 @@ pub struct SignatureEvent {
     /// Signatures, present when the fetch returned content.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub content: Option<ContentSignatures>,
+    /// Change since the previous successful fetch of the URL in the window, if there was one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub change: Option<ChangeSinceLast>,
 }
 
 /// The signatures of a page with content.
@@ -64,9 +67,96 @@ pub struct ContentSignatures {
     pub tokens: u64,
     /// The charset the body was decoded with.
     pub charset: String,
+    /// True when the page had more terms than the configured cap and only the first were used.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub tokens_truncated: bool,
+    /// Alg. B: number of distinct-position shingles (k-term windows) of the page.
+    pub shingles: u32,
+    /// Alg. B: the 6 supershingles (each a 64-bit hash of 14 min-values), 16 hex digits each.
+    pub supershingles: Vec<String>,
+    /// Alg. B: the 84 min-values, 16 hex digits each (only when configured: they are large).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub minvalues: Option<Vec<String>>,
+    /// Alg. C: the 384-bit simhash, 96 hex digits: its six 64-bit words in order, word 0 first.
+    pub simhash: String,
+    /// Cho: sorted, distinct 32-bit chunk fingerprints, 8 hex digits each.
+    pub chunks: Vec<String>,
+    /// Pereira: sorted 64-bit shingle-paragraph fingerprints, 16 hex digits each (repeats kept).
+    pub paragraphs: Vec<String>,
+    /// Pereira: the visible text is under 450 characters (such pages were left out by the paper).
+    pub short_page: bool,
+    /// Di Iorio: the K-dimensional random projection of the bag of words, each in [0, 1],
+    /// rounded to 6 decimals.
+    pub rp: Vec<f64>,
+    /// Out-links, resolved to absolute http(s) URLs, fragment dropped, in document order.
+    pub out_links: Vec<String>,
 }
 
 output_event!(SignatureEvent, OutputKind::Signatures, |s| s.url.clone());
+
+/// One of the six change buckets of seed 000 fig. 10, from most to least change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeBucket {
+    /// No min-value agrees ("complete change", 0 common features).
+    Complete,
+    /// 1–28 min-values agree ("large change").
+    Large,
+    /// 29–56 min-values agree ("medium change").
+    Medium,
+    /// 57–83 min-values agree, or all 84 while the text changed ("small change").
+    Small,
+    /// Same visible text, different bytes: only the markup changed ("no text change").
+    NoTextChange,
+    /// Bitwise-identical content ("no change", fig. 8's value 85).
+    NoChange,
+}
+
+impl ChangeBucket {
+    /// All buckets, from most to least change (the order of `Ord`).
+    pub const ALL: [ChangeBucket; 6] = [
+        ChangeBucket::Complete,
+        ChangeBucket::Large,
+        ChangeBucket::Medium,
+        ChangeBucket::Small,
+        ChangeBucket::NoTextChange,
+        ChangeBucket::NoChange,
+    ];
+
+    /// The snake_case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeBucket::Complete => "complete",
+            ChangeBucket::Large => "large",
+            ChangeBucket::Medium => "medium",
+            ChangeBucket::Small => "small",
+            ChangeBucket::NoTextChange => "no_text_change",
+            ChangeBucket::NoChange => "no_change",
+        }
+    }
+}
+
+impl std::fmt::Display for ChangeBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a page changed since the previous successful fetch of the same URL (seed 000 §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeSinceLast {
+    /// When the previous fetch was made.
+    pub previous_fetched_at: String,
+    /// Min-values (of 84) the two fetches agree on.
+    pub agreeing_minvalues: u8,
+    /// Byte-identical bodies.
+    pub same_checksum: bool,
+    /// Identical normalised text.
+    pub same_text: bool,
+    /// The change bucket of seed 000 fig. 10.
+    pub bucket: ChangeBucket,
+}
 
 // ------------------------------------------------------------------------------------------
 // neardup.pairs

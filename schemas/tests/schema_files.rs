@@ -9,9 +9,10 @@
 
 use jsonschema::Validator;
 use neardup_schemas::{
-    ClusterChangeKind, ClusterEvent, CollectionEvent, CollectionHost, ContentSignatures,
-    DeadLetterEvent, DeadLetterReason, MirrorEvent, MirrorState, OutputEvent, OutputKind,
-    PairEvent, PairLevel, PairState, RecrawlEvent, RecrawlHint, SignatureEvent, Source,
+    ChangeBucket, ChangeSinceLast, ClusterChangeKind, ClusterEvent, CollectionEvent,
+    CollectionHost, ContentSignatures, DeadLetterEvent, DeadLetterReason, MirrorEvent, MirrorState,
+    OutputEvent, OutputKind, PairEvent, PairLevel, PairState, RecrawlEvent, RecrawlHint,
+    SignatureEvent, Source,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -125,6 +126,7 @@ fn signature_cases() -> Vec<Case> {
         status,
         params: "3f9c0a7b5e2d4c11".into(),
         content,
+        change: None,
     };
     let content = |charset: &str| ContentSignatures {
         checksum: hex(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
@@ -133,6 +135,18 @@ fn signature_cases() -> Vec<Case> {
         text_bytes: 2048,
         tokens: 350,
         charset: charset.into(),
+        tokens_truncated: false,
+        shingles: 343,
+        supershingles: (0..6u64)
+            .map(|i| format!("{:016x}", i * 0x1111_2222_3333))
+            .collect(),
+        minvalues: None,
+        simhash: "0f".repeat(48),
+        chunks: vec!["0000abcd".into(), "7fff0001".into()],
+        paragraphs: vec!["00000000000000ff".into()],
+        short_page: false,
+        rp: vec![0.5, 0.25, 1.0, 0.0, 0.75],
+        out_links: vec!["http://www.debian.example/docs/15/next.html".into()],
     };
     vec![
         case(
@@ -152,6 +166,28 @@ fn signature_cases() -> Vec<Case> {
                 None,
                 None,
             ),
+        ),
+        case(
+            "signatures: changed since the last fetch, every optional field",
+            SignatureEvent {
+                change: Some(ChangeSinceLast {
+                    previous_fetched_at: AT2.into(),
+                    agreeing_minvalues: 61,
+                    same_checksum: false,
+                    same_text: false,
+                    bucket: ChangeBucket::Small,
+                }),
+                ..event(
+                    "http://www.debian.example/docs/15/index.html",
+                    200,
+                    Some("week-02"),
+                    Some(ContentSignatures {
+                        tokens_truncated: true,
+                        minvalues: Some((0..84u64).map(|i| format!("{i:016x}")).collect()),
+                        ..content("utf-8")
+                    }),
+                )
+            },
         ),
         case(
             "signatures: status 0 (host down)",

@@ -23,6 +23,8 @@ pub mod charset;
 pub mod decode;
 mod emit;
 pub mod exact;
+pub mod history;
+pub mod signer;
 pub mod site;
 pub mod sketch;
 #[cfg(test)]
@@ -34,19 +36,26 @@ pub use decode::{decode, DecodeError, DecodeLimits};
 pub use emit::{Emit, Emitter};
 
 use neardup_schemas::{
-    Body, ContentSignatures, DeadLetterReason, OutputKind, PageEvent, SignatureEvent, Source,
+    Body, ChangeSinceLast, ContentSignatures, DeadLetterReason, OutputKind, PageEvent,
+    SignatureEvent, Source,
 };
+use signer::{Signer, SignerConfig};
 use std::collections::BTreeMap;
 use time::format_description::well_known::Rfc3339;
 
 /// Version of the tokenizer rules (visible text + terms). Bump on any change that alters terms.
-pub const TOKENIZER_VERSION: u32 = 1;
+/// v2: `<img>` URL terms (seed 001 §2), block-level line breaks.
+pub const TOKENIZER_VERSION: u32 = 2;
 
 /// The topology's parameters. Every one is configurable; the defaults are DESIGN.md §4's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Decoding limits.
     pub decode: DecodeLimits,
+    /// Signature parameters (Alg. B profile, chunks, RP, term cap).
+    pub signer: SignerConfig,
+    /// Also publish the 84 min-values in signature events (672 bytes of hex each; off by default).
+    pub emit_minvalues: bool,
     /// How long a fetch stays in the window, in milliseconds of event time (default 14 days: two
     /// cycles of a weekly crawl, so a page is normally refetched before its entry expires).
     pub window_ms: i64,
@@ -58,6 +67,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             decode: DecodeLimits::default(),
+            signer: SignerConfig::default(),
+            emit_minvalues: false,
             window_ms: 14 * 24 * 3600 * 1000,
             max_pairs_per_join: 1000,
         }
@@ -68,10 +79,8 @@ impl Config {
     /// A fingerprint of every parameter that changes signatures, carried by signature events so
     /// that signatures computed under other parameters are never compared silently.
     pub fn params_fingerprint(&self) -> String {
-        let desc = format!(
-            "tokenizer=v{TOKENIZER_VERSION};checksum=xxh3-128(raw body);text_hash=xxh3-128(terms joined by ' ')"
-        );
-        format!("p1-{:016x}", xxhash_rust::xxh3::xxh3_64(desc.as_bytes()))
+        let desc = format!("checksum=xxh3-128(raw body);{}", self.signer.describe());
+        format!("p2-{:016x}", xxhash_rust::xxh3::xxh3_64(desc.as_bytes()))
     }
 }
 
@@ -104,10 +113,10 @@ pub struct Topology {
     cfg: Config,
     params: String,
     exact: exact::ExactIndex,
+    history: history::History,
+    signer: Signer,
     watermark_ms: i64,
     emitter: Emitter,
-    text: String,
-    term: String,
     stats: Stats,
 }
 
@@ -117,11 +126,11 @@ impl Topology {
         Topology {
             params: cfg.params_fingerprint(),
             exact: exact::ExactIndex::new(cfg.window_ms, cfg.max_pairs_per_join),
+            history: history::History::new(cfg.window_ms),
+            signer: Signer::new(cfg.signer.clone()),
             cfg,
             watermark_ms: i64::MIN,
             emitter: Emitter::new(),
-            text: String::new(),
-            term: String::new(),
             stats: Stats::default(),
         }
     }
@@ -173,16 +182,21 @@ impl Topology {
         if page.fetched_at_ms > self.watermark_ms {
             self.watermark_ms = page.fetched_at_ms;
             self.exact.advance(self.watermark_ms, &mut self.emitter);
+            self.history.advance(self.watermark_ms);
         }
-        let content = match (&page.body, page.has_content()) {
-            (Some(body), true) => Some(self.content_signatures(body, page.content_type.as_deref())),
+        let signed = match (&page.body, page.has_content()) {
+            (Some(body), true) => Some(self.sign(page, body)),
             _ => None,
         };
-        match &content {
+        match &signed {
             Some(_) => self.stats.pages += 1,
             None => self.stats.no_content += 1,
         }
-        let checksum = content.as_ref().map(|(c, _)| *c);
+        let checksum = signed.as_ref().map(|(c, _, _)| *c);
+        let (content, change) = match signed {
+            Some((_, content, change)) => (Some(content), change),
+            None => (None, None),
+        };
         self.emitter.emit(SignatureEvent {
             schema: OutputKind::Signatures.schema().into(),
             event_id: String::new(),
@@ -191,7 +205,8 @@ impl Topology {
             crawl_id: page.crawl_id.clone(),
             status: page.status,
             params: self.params.clone(),
-            content: content.map(|(_, sig)| sig),
+            content,
+            change,
         });
         self.exact.observe(
             &exact::Observation {
@@ -203,38 +218,68 @@ impl Topology {
         );
     }
 
-    fn content_signatures(
+    /// Every signature of a page with content, and its change since the URL's previous fetch.
+    fn sign(
         &mut self,
+        page: &PageEvent,
         body: &Body,
-        content_type: Option<&str>,
-    ) -> (u128, ContentSignatures) {
+    ) -> (u128, ContentSignatures, Option<ChangeSinceLast>) {
         let raw = body.raw();
         let checksum = xxhash_rust::xxh3::xxh3_128(raw);
-        let (charset, (text_hash, tokens)) = match body {
-            Body::Text(html) => {
-                text::visible_text(html, &mut self.text);
-                ("UTF-8", text::text_hash(&self.text, &mut self.term))
-            }
+        let page_url = url::Url::parse(&page.url).ok();
+        let (sig, charset) = match body {
+            Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8"),
             Body::Bytes(bytes) => {
                 // decode() already proved the bytes decode; a failure here cannot happen, but
                 // is handled as empty text rather than a panic.
-                let (html, cs) = charset::decode_body(bytes, content_type)
+                let (html, cs) = charset::decode_body(bytes, page.content_type.as_deref())
                     .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8"));
-                text::visible_text(&html, &mut self.text);
-                (cs, text::text_hash(&self.text, &mut self.term))
+                (self.signer.sign(&html, page_url.as_ref()), cs)
             }
         };
-        (
-            checksum,
-            ContentSignatures {
-                checksum: format!("{checksum:032x}"),
-                text_hash: format!("{text_hash:032x}"),
-                body_bytes: raw.len() as u64,
-                text_bytes: self.text.len() as u64,
-                tokens,
-                charset: charset.to_owned(),
-            },
-        )
+        let change = self
+            .history
+            .record(
+                &page.url,
+                page.fetched_at_ms,
+                checksum,
+                sig.text_hash,
+                &sig.b,
+            )
+            .map(|c| ChangeSinceLast {
+                previous_fetched_at: format_time(c.previous_ms),
+                agreeing_minvalues: c.agreeing_minvalues,
+                same_checksum: c.same_checksum,
+                same_text: c.same_text,
+                bucket: c.bucket,
+            });
+        let hex64 = |v: &u64| format!("{v:016x}");
+        let content = ContentSignatures {
+            checksum: format!("{checksum:032x}"),
+            text_hash: format!("{:032x}", sig.text_hash),
+            body_bytes: raw.len() as u64,
+            text_bytes: sig.extraction.text.len() as u64,
+            tokens: sig.tokens,
+            charset: charset.to_owned(),
+            tokens_truncated: sig.truncated,
+            shingles: sig.b.shingles,
+            supershingles: sig.b.supershingles.iter().map(hex64).collect(),
+            minvalues: self
+                .cfg
+                .emit_minvalues
+                .then(|| sig.b.minvalues.iter().map(hex64).collect()),
+            simhash: sig.c.0.iter().map(hex64).collect(),
+            chunks: sig.chunks.iter().map(|c| format!("{c:08x}")).collect(),
+            paragraphs: sig.paragraphs.iter().map(hex64).collect(),
+            short_page: sig.paragraph_info.short,
+            rp: sig
+                .rp
+                .iter()
+                .map(|&x| (f64::from(x) * 1e6).round() / 1e6)
+                .collect(),
+            out_links: sig.extraction.links.clone(),
+        };
+        (checksum, content, change)
     }
 }
 

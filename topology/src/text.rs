@@ -2,7 +2,9 @@
 //! shingles" rules).
 //!
 //! Markup becomes white space; `script` and `style` elements and comments are dropped; entities
-//! are decoded. Terms are maximal runs of Unicode letters and digits, lower-cased. The scanner is
+//! are decoded. Block-level tags become line breaks and source newlines become spaces (except
+//! inside `pre` and its kin), so the text has the line structure a text-mode renderer would
+//! give: the chunks of seed 003 are taken from it without a second pass over the HTML. Terms are maximal runs of Unicode letters and digits, lower-cased. The scanner is
 //! a single forward pass over the bytes with no tree and no backtracking, so unclosed tags,
 //! megabyte attributes, deep nesting and binary junk all cost linear time.
 
@@ -40,6 +42,7 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
     out.links.clear();
     out.text.reserve(html.len() / 2);
     let mut base: Option<url::Url> = None;
+    let mut in_pre = false;
     let b = html.as_bytes();
     let n = b.len();
     let mut i = 0;
@@ -54,8 +57,16 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
             i += 1; // a literal '<'
             continue;
         };
-        push_text(&html[text_start..i], &mut out.text);
-        out.text.push(' ');
+        push_text(&html[text_start..i], in_pre, &mut out.text);
+        out.text.push(match block_tag(b, i) {
+            Some(pre) => {
+                if let Some(closing) = pre {
+                    in_pre = !closing;
+                }
+                '\n'
+            }
+            None => ' ',
+        });
         if let (Some(page), Some((name, attrs))) = (page, tag) {
             on_tag(
                 &html[name.0..name.1],
@@ -68,7 +79,29 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
         i = end;
         text_start = i;
     }
-    push_text(&html[text_start..], &mut out.text);
+    push_text(&html[text_start..], in_pre, &mut out.text);
+}
+
+/// For the tag at `b[i] == '<'`: `Some(pre)` when it is a block-level element, where `pre` is
+/// `Some(closing)` for preformatted ones; `None` for every other tag.
+fn block_tag(b: &[u8], i: usize) -> Option<Option<bool>> {
+    let closing = b.get(i + 1) == Some(&b'/');
+    let start = i + 1 + usize::from(closing);
+    let len = b
+        .get(start..)?
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .count();
+    let mut name = [0u8; 10];
+    if len == 0 || len > name.len() {
+        return None;
+    }
+    for (d, s) in name.iter_mut().zip(&b[start..start + len]) {
+        *d = s.to_ascii_lowercase();
+    }
+    let name = &name[..len];
+    crate::sketch::chunks::is_block(name)
+        .then(|| crate::sketch::chunks::is_preformatted(name).then_some(closing))
 }
 
 /// Links, image terms and `<base>` from the start tags that carry them.
@@ -274,14 +307,22 @@ fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
     None
 }
 
-fn push_text(run: &str, out: &mut String) {
+fn push_text(run: &str, in_pre: bool, out: &mut String) {
     let start = out.len();
-    if run.contains('&') {
-        html_escape::decode_html_entities_to_string(run, out);
+    if in_pre {
+        push_decoded(run, out);
     } else {
-        out.push_str(run);
+        // Source newlines are white space outside preformatted text. Pushing the pieces between
+        // them (entities never span a line) keeps this free of allocation.
+        for (i, piece) in run.split(['\n', '\r']).enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            push_decoded(piece, out);
+        }
     }
-    // The page's own U+FFFC (or one from an entity) must not open an image term.
+    // The page's own U+FFFC (or one from an entity) must not open an image term (rare: this
+    // path may allocate).
     if out[start..].contains(IMG_TERM_MARK) {
         let cleaned = out[start..].replace(IMG_TERM_MARK, " ");
         out.truncate(start);
@@ -289,42 +330,83 @@ fn push_text(run: &str, out: &mut String) {
     }
 }
 
+fn push_decoded(piece: &str, out: &mut String) {
+    if piece.contains('&') {
+        html_escape::decode_html_entities_to_string(piece, out);
+    } else {
+        out.push_str(piece);
+    }
+}
+
 /// Calls `f` with every term of `text`, lower-cased, in order. `buf` is scratch space reused
 /// across calls so that steady-state tokenizing allocates nothing.
 pub fn for_each_term(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        if c == IMG_TERM_MARK {
-            // An <img> URL term: the whole span up to the closing mark is one term.
-            let rest = &text[at + c.len_utf8()..];
-            let len = rest.find(IMG_TERM_MARK).unwrap_or(rest.len());
-            let term = &rest[..len];
-            while chars
-                .peek()
-                .is_some_and(|&(k, _)| k <= at + c.len_utf8() + len)
-            {
-                chars.next();
+    for_each_term_lines(text, buf, |t, _| f(t));
+}
+
+/// Like [`for_each_term`], also telling whether a line break (`'\n'`) came between the previous
+/// term (or the start of the text) and this one: the chunks of seed 003 are lines of terms.
+///
+/// One forward pass over the bytes: runs of ASCII letters and digits are copied and lower-cased
+/// as slices; other characters are decoded one by one.
+pub fn for_each_term_lines(text: &str, buf: &mut String, mut f: impl FnMut(&str, bool)) {
+    let b = text.as_bytes();
+    let n = b.len();
+    let mut i = 0;
+    let mut new_line = false;
+    while i < n {
+        let c = b[i];
+        if c < 0x80 {
+            if !c.is_ascii_alphanumeric() {
+                new_line |= c == b'\n';
+                i += 1;
+                continue;
             }
-            if !term.is_empty() {
-                buf.clear();
-                term.chars().for_each(|c| push_lower(c, buf));
-                f(buf);
+        } else {
+            let ch = text[i..].chars().next().expect("char boundary");
+            if ch == IMG_TERM_MARK {
+                // An <img> URL term: the whole span up to the closing mark is one term.
+                let start = i + ch.len_utf8();
+                let len = text[start..].find(IMG_TERM_MARK).unwrap_or(n - start);
+                i = (start + len + IMG_TERM_MARK.len_utf8()).min(n);
+                if len > 0 {
+                    buf.clear();
+                    text[start..start + len]
+                        .chars()
+                        .for_each(|c| push_lower(c, buf));
+                    f(buf, std::mem::take(&mut new_line));
+                }
+                continue;
             }
-            continue;
+            if !ch.is_alphanumeric() {
+                i += ch.len_utf8();
+                continue;
+            }
         }
-        if !c.is_alphanumeric() {
-            continue;
-        }
+        // A term starts at i: alternate ASCII runs (copied as slices) and other alphanumerics.
         buf.clear();
-        push_lower(c, buf);
-        while let Some(&(_, c)) = chars.peek() {
-            if !c.is_alphanumeric() {
+        loop {
+            let run = b[i..]
+                .iter()
+                .take_while(|x| x.is_ascii_alphanumeric())
+                .count();
+            if run > 0 {
+                let from = buf.len();
+                buf.push_str(&text[i..i + run]);
+                buf[from..].make_ascii_lowercase();
+                i += run;
+            }
+            if i >= n || b[i] < 0x80 {
                 break;
             }
-            push_lower(c, buf);
-            chars.next();
+            let ch = text[i..].chars().next().expect("char boundary");
+            if !ch.is_alphanumeric() {
+                break;
+            }
+            push_lower(ch, buf);
+            i += ch.len_utf8();
         }
-        f(buf);
+        f(buf, std::mem::take(&mut new_line));
     }
 }
 
@@ -465,6 +547,91 @@ mod tests {
         assert_eq!(
             format!("{a:032x}"),
             format!("{:032x}", xxhash_rust::xxh3::xxh3_128(b"hello world"))
+        );
+    }
+
+    /// The tokenizer as first written (char by char): the fast one must agree with it.
+    fn reference_terms(text: &str) -> Vec<String> {
+        let mut v = vec![];
+        let mut chars = text.char_indices().peekable();
+        while let Some((at, c)) = chars.next() {
+            if c == IMG_TERM_MARK {
+                let rest = &text[at + c.len_utf8()..];
+                let len = rest.find(IMG_TERM_MARK).unwrap_or(rest.len());
+                while chars
+                    .peek()
+                    .is_some_and(|&(k, _)| k <= at + c.len_utf8() + len)
+                {
+                    chars.next();
+                }
+                if len > 0 {
+                    v.push(rest[..len].chars().flat_map(char::to_lowercase).collect());
+                }
+                continue;
+            }
+            if !c.is_alphanumeric() {
+                continue;
+            }
+            let mut t: String = c.to_lowercase().collect();
+            while let Some(&(_, c)) = chars.peek() {
+                if !c.is_alphanumeric() {
+                    break;
+                }
+                t.extend(c.to_lowercase());
+                chars.next();
+            }
+            v.push(t);
+        }
+        v
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
+        #[test]
+        fn fast_tokenizer_agrees_with_the_reference(s in "([a-zA-Z0-9]{0,6}|[ .,\n_-]|\u{FFFC}|[\u{e0}-\u{ff}]|\u{130}|\u{3000}|\u{4e2d}|\u{1d7d8}|\u{2160}|\u{300}){0,40}") {
+            proptest::prop_assert_eq!(terms(&s), reference_terms(&s));
+            // The flag says whether a '\n' lies between the previous term (or the start) and
+            // this term. Without image marks every term is one alphanumeric run, so a simple
+            // scan gives the expected flags.
+            let mut flags = vec![];
+            for_each_term_lines(&s, &mut String::new(), |_, nl| flags.push(nl));
+            proptest::prop_assert_eq!(flags.len(), terms(&s).len());
+            if !s.contains(IMG_TERM_MARK) {
+                let mut expected = vec![];
+                let mut pending = false;
+                let mut in_term = false;
+                for c in s.chars() {
+                    if c.is_alphanumeric() {
+                        if !in_term {
+                            expected.push(pending);
+                            pending = false;
+                        }
+                        in_term = true;
+                    } else {
+                        pending |= c == '\n';
+                        in_term = false;
+                    }
+                }
+                proptest::prop_assert_eq!(&flags, &expected);
+            }
+        }
+    }
+
+    #[test]
+    fn line_breaks_are_reported_between_terms() {
+        let mut v = vec![];
+        for_each_term_lines("a b\n\nc, d\ne", &mut String::new(), |t, nl| {
+            v.push((t.to_owned(), nl))
+        });
+        assert_eq!(
+            v,
+            [
+                ("a".into(), false),
+                ("b".into(), false),
+                ("c".into(), true),
+                ("d".into(), false),
+                ("e".into(), true)
+            ]
         );
     }
 

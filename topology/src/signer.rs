@@ -1,0 +1,211 @@
+//! Signing one page: every signature of the five seed papers from a single pass over its HTML.
+//!
+//! Visible text, out-links and `<img>` terms come from one linear scan ([`crate::text::extract`]);
+//! the terms are hashed once into term fingerprints, from which Alg. B (min-values,
+//! supershingles), Alg. C (simhash), the normalised-text hash and Di Iorio's RP signature are
+//! computed; Cho's chunks and Pereira's paragraphs are taken from the same text. All buffers live
+//! in the [`Signer`] and are reused, so signing allocates nothing once warm except the out-link
+//! strings.
+
+use crate::sketch::chunks::{self, ChunkParams};
+use crate::sketch::minhash::{self, BSketch, MinHasher, Profile};
+use crate::sketch::paragraphs::{self, ParagraphInfo};
+use crate::sketch::rp::{self, RpParams};
+use crate::sketch::simhash::{self, SimHash, SimHasher};
+use crate::text::{self, Extraction};
+use xxhash_rust::xxh3::Xxh3;
+
+/// Parameters of every signature. Changing any of them changes [`SignerConfig::describe`] and so
+/// the parameter fingerprint every signature event carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignerConfig {
+    /// Alg. B shingling profile (`henzinger`: k = 8, no wrap; `fmn`: k = 5, wrap-around).
+    pub profile: Profile,
+    /// Cho's chunking (lines per chunk, wrap width, threshold T).
+    pub chunks: ChunkParams,
+    /// Di Iorio's random projection (K, seed, tolerances).
+    pub rp: RpParams,
+    /// Terms beyond this many are ignored (pathological pages stay linear and bounded).
+    pub max_terms: usize,
+}
+
+impl Default for SignerConfig {
+    fn default() -> Self {
+        SignerConfig {
+            profile: Profile::HENZINGER,
+            chunks: ChunkParams::default(),
+            rp: RpParams::default(),
+            max_terms: 1_000_000,
+        }
+    }
+}
+
+impl SignerConfig {
+    /// Everything the signatures depend on, in words: hashed into the parameter fingerprint.
+    pub fn describe(&self) -> String {
+        format!(
+            "tokenizer=v{};text_hash=xxh3-128(terms joined by ' ');{};{};chunks={:?};paragraphs=pereira(150,3,450,seed {:#x});rp={:?};max_terms={}",
+            crate::TOKENIZER_VERSION,
+            minhash::describe(&self.profile),
+            simhash::describe(),
+            self.chunks,
+            paragraphs::PARAGRAPH_SEED,
+            self.rp,
+            self.max_terms
+        )
+    }
+}
+
+/// The signatures of one page, valid until the next call to [`Signer::sign`].
+#[derive(Debug, Default, Clone)]
+pub struct PageSignature {
+    /// XXH3-128 of the normalised term sequence.
+    pub text_hash: u128,
+    /// Terms counted (up to `max_terms`).
+    pub tokens: u64,
+    /// True when the page had more terms than `max_terms`.
+    pub truncated: bool,
+    /// Alg. B: min-values and supershingles.
+    pub b: BSketch,
+    /// Alg. C: the 384-bit simhash.
+    pub c: SimHash,
+    /// Cho: sorted, distinct 32-bit chunk fingerprints.
+    pub chunks: Vec<u32>,
+    /// Pereira: sorted 64-bit shingle-paragraph fingerprints.
+    pub paragraphs: Vec<u64>,
+    /// Pereira: sizes, and the under-450-characters flag.
+    pub paragraph_info: ParagraphInfo,
+    /// Di Iorio: the K-dimensional random projection of the bag of words.
+    pub rp: Vec<f32>,
+    /// Visible text and out-links.
+    pub extraction: Extraction,
+}
+
+/// Signs pages, reusing its buffers.
+#[derive(Debug)]
+pub struct Signer {
+    cfg: SignerConfig,
+    minhasher: MinHasher,
+    simhasher: SimHasher,
+    term: String,
+    term_fps: Vec<u64>,
+    rp_scratch: Vec<u64>,
+    sig: PageSignature,
+}
+
+impl Signer {
+    /// A signer with the given parameters.
+    pub fn new(cfg: SignerConfig) -> Self {
+        Signer {
+            minhasher: MinHasher::new(cfg.profile),
+            simhasher: SimHasher::new(),
+            cfg,
+            term: String::new(),
+            term_fps: Vec::new(),
+            rp_scratch: Vec::new(),
+            sig: PageSignature::default(),
+        }
+    }
+
+    /// The parameters.
+    pub fn config(&self) -> &SignerConfig {
+        &self.cfg
+    }
+
+    /// Signs the page whose decoded HTML is `html`, fetched from `page` (used to resolve links
+    /// and to tell on-host images from off-host ones).
+    pub fn sign(&mut self, html: &str, page: Option<&url::Url>) -> &PageSignature {
+        let sig = &mut self.sig;
+        text::extract(html, page, &mut sig.extraction);
+        self.term_fps.clear();
+        let mut h = Xxh3::new();
+        let max = self.cfg.max_terms;
+        let mut n = 0usize;
+        let fps = &mut self.term_fps;
+        // One tokenizing pass feeds the text hash, the term fingerprints and Cho's chunker.
+        let mut chunker = chunks::Chunker::new(&self.cfg.chunks, &mut sig.chunks);
+        text::for_each_term_lines(&sig.extraction.text, &mut self.term, |t, new_line| {
+            if n >= max {
+                n += 1;
+                return;
+            }
+            if n > 0 {
+                h.update(b" ");
+            }
+            h.update(t.as_bytes());
+            fps.push(minhash::term_fingerprint(t));
+            if new_line {
+                chunker.end_line();
+            }
+            chunker.term(t);
+            n += 1;
+        });
+        chunker.finish();
+        sig.text_hash = h.digest128();
+        sig.tokens = n.min(max) as u64;
+        sig.truncated = n > max;
+        self.minhasher.sketch(&self.term_fps, &mut sig.b);
+        sig.c = self.simhasher.simhash(&self.term_fps);
+        sig.paragraph_info =
+            paragraphs::paragraph_fingerprints(&sig.extraction.text, &mut sig.paragraphs);
+        rp::rp_signature(
+            self.term_fps.iter().copied(),
+            &self.cfg.rp,
+            &mut self.rp_scratch,
+            &mut sig.rp,
+        );
+        &self.sig
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_pass_gives_every_signature() {
+        let mut s = Signer::new(SignerConfig::default());
+        let page = url::Url::parse("http://www.a.example/doc/x.html").unwrap();
+        let html = "<html><body><h1>Title here</h1><p>".to_owned()
+            + &"some words of a sentence. ".repeat(60)
+            + "</p><a href=\"y.html\">y</a><img src=\"/i/pic.png\"></body></html>";
+        let sig = s.sign(&html, Some(&page)).clone();
+        assert_eq!(sig.extraction.links, ["http://www.a.example/doc/y.html"]);
+        assert!(sig.tokens > 300);
+        assert!(!sig.chunks.is_empty());
+        assert!(!sig.paragraphs.is_empty());
+        assert!(!sig.paragraph_info.short);
+        assert_eq!(sig.rp.len(), RpParams::default().k);
+        // the chunks fed from the single term pass are those of the stand-alone function
+        let mut alone = vec![];
+        chunks::chunk_fingerprints_of_lines(
+            &sig.extraction.text,
+            &ChunkParams::default(),
+            &mut String::new(),
+            &mut alone,
+        );
+        assert_eq!(sig.chunks, alone);
+        // signing the same page again gives the same signatures
+        let again = s.sign(&html, Some(&page));
+        assert_eq!(again.b.minvalues, sig.b.minvalues);
+        assert_eq!(again.c.0, sig.c.0);
+        assert_eq!(again.text_hash, sig.text_hash);
+        // a page that differs in one word is very similar but not identical
+        let other = html.replacen("Title", "Heading", 1);
+        let o = s.sign(&other, Some(&page));
+        assert_ne!(o.text_hash, sig.text_hash);
+        assert!(minhash::agreeing_minvalues(&o.b, &sig.b) > 60);
+        assert!(simhash::c_similarity(&o.c, &sig.c) > 360);
+    }
+
+    #[test]
+    fn max_terms_bounds_the_work() {
+        let mut s = Signer::new(SignerConfig {
+            max_terms: 10,
+            ..SignerConfig::default()
+        });
+        let sig = s.sign(&"w ".repeat(100), None);
+        assert_eq!(sig.tokens, 10);
+        assert!(sig.truncated);
+    }
+}
