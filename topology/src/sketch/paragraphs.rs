@@ -354,12 +354,23 @@ impl Cutter<'_> {
                         len += 8;
                         count += 8;
                     } else {
-                        let keep = !collapsed;
-                        for (k, byte) in normalized.to_le_bytes().into_iter().enumerate() {
-                            buf[len] = byte;
-                            len += ((keep >> (8 * k + 7)) & 1) as usize;
+                        let dropped = (collapsed >> 7) * 0xFF;
+                        let kept = 8 - collapsed.count_ones() as usize;
+                        if dropped.wrapping_add(dropped & dropped.wrapping_neg()) & dropped == 0 {
+                            // One run of dropped bytes: the bytes after it move down over it.
+                            let first = dropped.trailing_zeros() as usize / 8;
+                            let after = (8 - kept + first) as u32 * 8;
+                            let rest = normalized.checked_shr(after).unwrap_or(0);
+                            buf[len..len + 8].copy_from_slice(&normalized.to_le_bytes());
+                            buf[len + first..len + first + 8].copy_from_slice(&rest.to_le_bytes());
+                            len += kept;
+                        } else {
+                            for (k, byte) in normalized.to_le_bytes().into_iter().enumerate() {
+                                buf[len] = byte;
+                                len += usize::from(dropped >> (8 * k) & 1 == 0);
+                            }
                         }
-                        count += 8 - collapsed.count_ones() as usize;
+                        count += kept;
                     }
                     prev_ws = ws >> 63;
                     j += 8;
@@ -880,7 +891,9 @@ mod tests {
     /// Per-page time of [`paragraph_fingerprints`] and [`reference`] on the visible text of
     /// crawl pages, and their agreement:
     /// `NEARDUP_PARAGRAPHS_BENCH=events.jsonl cargo test --release -p neardup-topology --lib
-    /// sketch::paragraphs::tests::timing -- --ignored --nocapture`.
+    /// sketch::paragraphs::tests::timing -- --ignored --nocapture` (default file
+    /// `/tmp/crawl-small1/events.jsonl`; `NEARDUP_PARAGRAPHS_LIMIT` pages, default 1500;
+    /// `NEARDUP_PARAGRAPHS_ONLY=new` or `reference` to time one, e.g. under `perf`).
     #[test]
     #[ignore]
     fn timing() {
@@ -921,9 +934,6 @@ mod tests {
             texts.len(),
             bytes as f64 / n / 1e3
         );
-        if std::env::var_os("NEARDUP_DUMP").is_some() {
-            std::fs::write("/tmp/para_texts.txt", texts.join("\n\u{1}\n")).unwrap();
-        }
         let (mut a, mut b) = (vec![], vec![]);
         for t in &texts {
             assert_eq!(paragraph_fingerprints(t, &mut a), reference(t, &mut b));
