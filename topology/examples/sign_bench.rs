@@ -254,18 +254,14 @@ impl Full {
     }
 }
 
-/// Where the time of the full HTML signature goes, component by component (cumulative).
+/// Where the time of the full HTML signature goes, component by component (cumulative), with
+/// the heap allocations each step adds.
 fn breakdown(docs: &[Doc]) {
     use neardup_topology::sketch::{chunks, paragraphs, rp};
     let mut ex = Extraction::default();
-    let (mut term, mut fps, mut scratch, mut out32, mut out64, mut outf) = (
-        String::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
+    let (mut term, mut chunk, mut fps, mut scratch) =
+        (String::new(), String::new(), Vec::new(), Vec::new());
+    let (mut out32, mut out64, mut outf) = (Vec::new(), Vec::new(), Vec::new());
     let mut mh = MinHasher::new(Profile::HENZINGER);
     let mut sh = SimHasher::new();
     let mut b = BSketch::default();
@@ -276,12 +272,13 @@ fn breakdown(docs: &[Doc]) {
         "+ terms hashed",
         "+ Alg. B",
         "+ Alg. C",
-        "+ chunks",
+        "+ chunks (fused in the term pass)",
         "+ paragraphs",
         "+ RP",
     ];
     let mut prev = 0.0;
     for (level, name) in steps.iter().enumerate() {
+        let region = Region::new(GLOBAL);
         let t = Instant::now();
         let mut acc = 0u64;
         for d in docs {
@@ -293,9 +290,20 @@ fn breakdown(docs: &[Doc]) {
             if level >= 2 {
                 fps.clear();
                 let f = &mut fps;
-                text::for_each_term(&ex.text, &mut term, |t| {
-                    f.push(minhash::term_fingerprint(t))
+                let mut chunker = (level >= 5)
+                    .then(|| chunks::Chunker::new(&params.chunks, &mut chunk, &mut out32));
+                text::for_each_term_lines(&ex.text, &mut term, |t, nl| {
+                    f.push(minhash::term_fingerprint(t));
+                    if let Some(c) = chunker.as_mut() {
+                        if nl {
+                            c.end_line();
+                        }
+                        c.term(t);
+                    }
                 });
+                if let Some(c) = chunker {
+                    c.finish();
+                }
             }
             if level >= 3 {
                 mh.sketch(&fps, &mut b);
@@ -303,14 +311,6 @@ fn breakdown(docs: &[Doc]) {
             }
             if level >= 4 {
                 acc ^= sh.simhash(&fps).0[0];
-            }
-            if level >= 5 {
-                chunks::chunk_fingerprints_of_lines(
-                    &ex.text,
-                    &params.chunks,
-                    &mut term,
-                    &mut out32,
-                );
             }
             if level >= 6 {
                 paragraphs::paragraph_fingerprints(&ex.text, &mut out64);
@@ -321,8 +321,9 @@ fn breakdown(docs: &[Doc]) {
         }
         black_box(acc);
         let us = t.elapsed().as_secs_f64() * 1e6 / docs.len() as f64;
+        let allocs = region.change().allocations as f64 / docs.len() as f64;
         println!(
-            "  {name:<28} {us:>8.1} us/page cumulative ({:+.1})",
+            "  {name:<34} {us:>7.1} us/page cumulative ({:+6.1}), {allocs:.2} allocations/page",
             us - prev
         );
         prev = us;

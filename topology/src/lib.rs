@@ -24,6 +24,7 @@ pub mod decode;
 mod emit;
 pub mod exact;
 pub mod history;
+pub mod resolve;
 pub mod signer;
 pub mod site;
 pub mod sketch;
@@ -277,7 +278,7 @@ impl Topology {
                 .iter()
                 .map(|&x| (f64::from(x) * 1e6).round() / 1e6)
                 .collect(),
-            out_links: sig.extraction.links.clone(),
+            out_links: sig.extraction.links().map(str::to_owned).collect(),
         };
         (checksum, content, change)
     }

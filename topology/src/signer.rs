@@ -90,6 +90,7 @@ pub struct Signer {
     term: String,
     term_fps: Vec<u64>,
     rp_scratch: Vec<u64>,
+    chunk: String,
     sig: PageSignature,
 }
 
@@ -103,6 +104,7 @@ impl Signer {
             term: String::new(),
             term_fps: Vec::new(),
             rp_scratch: Vec::new(),
+            chunk: String::new(),
             sig: PageSignature::default(),
         }
     }
@@ -123,7 +125,7 @@ impl Signer {
         let mut n = 0usize;
         let fps = &mut self.term_fps;
         // One tokenizing pass feeds the text hash, the term fingerprints and Cho's chunker.
-        let mut chunker = chunks::Chunker::new(&self.cfg.chunks, &mut sig.chunks);
+        let mut chunker = chunks::Chunker::new(&self.cfg.chunks, &mut self.chunk, &mut sig.chunks);
         text::for_each_term_lines(&sig.extraction.text, &mut self.term, |t, new_line| {
             if n >= max {
                 n += 1;
@@ -170,7 +172,10 @@ mod tests {
             + &"some words of a sentence. ".repeat(60)
             + "</p><a href=\"y.html\">y</a><img src=\"/i/pic.png\"></body></html>";
         let sig = s.sign(&html, Some(&page)).clone();
-        assert_eq!(sig.extraction.links, ["http://www.a.example/doc/y.html"]);
+        assert_eq!(
+            sig.extraction.links().collect::<Vec<_>>(),
+            ["http://www.a.example/doc/y.html"]
+        );
         assert!(sig.tokens > 300);
         assert!(!sig.chunks.is_empty());
         assert!(!sig.paragraphs.is_empty());
@@ -181,7 +186,7 @@ mod tests {
         chunks::chunk_fingerprints_of_lines(
             &sig.extraction.text,
             &ChunkParams::default(),
-            &mut String::new(),
+            &mut chunks::ChunkScratch::default(),
             &mut alone,
         );
         assert_eq!(sig.chunks, alone);

@@ -14,22 +14,38 @@ use xxhash_rust::xxh3::Xxh3;
 /// one term (seed 001 §2). U+FFFC never survives from the page's own text (it is blanked).
 pub const IMG_TERM_MARK: char = '\u{FFFC}';
 
-/// What one pass over a page's HTML extracts. Reused across pages: no allocation once warm,
-/// except the out-link strings.
+/// What one pass over a page's HTML extracts. Reused across pages: no allocation once warm
+/// (links of unusual shapes, resolved by the `url` crate, excepted: see [`crate::resolve`]).
 #[derive(Debug, Default, Clone)]
 pub struct Extraction {
     /// Visible text, tags replaced by spaces, with `<img>` URL terms marked by [`IMG_TERM_MARK`].
     pub text: String,
+    /// The out-links, concatenated; see [`Extraction::links`].
+    links: String,
+    /// End of each link in `links`.
+    link_ends: Vec<usize>,
+    /// Scratch for resolving one reference.
+    resolved: String,
+    /// Scratch for one entity-decoded attribute value.
+    attribute: String,
+}
+
+impl Extraction {
     /// Out-links (`<a>`, `<area>`, `<frame>`, `<iframe>`), resolved against the page URL (or its
     /// `<base href>`), http(s) only, fragment dropped, in document order, duplicates kept.
-    pub links: Vec<String>,
+    pub fn links(&self) -> impl Iterator<Item = &str> + '_ {
+        let starts = std::iter::once(0).chain(self.link_ends.iter().copied());
+        starts
+            .zip(self.link_ends.iter())
+            .map(|(a, &b)| &self.links[a..b])
+    }
 }
 
 /// Appends the visible text of `html` to `out` (cleared first), tags replaced by spaces.
 pub fn visible_text(html: &str, out: &mut String) {
     let mut ex = Extraction {
         text: std::mem::take(out),
-        links: Vec::new(),
+        ..Extraction::default()
     };
     extract(html, None, &mut ex);
     *out = ex.text;
@@ -40,6 +56,7 @@ pub fn visible_text(html: &str, out: &mut String) {
 pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
     out.text.clear();
     out.links.clear();
+    out.link_ends.clear();
     out.text.reserve(html.len() / 2);
     let mut base: Option<url::Url> = None;
     let mut in_pre = false;
@@ -123,34 +140,32 @@ fn on_tag(
     let Some(value) = attribute(attrs, wanted) else {
         return;
     };
-    let value = html_escape::decode_html_entities(value.trim());
+    let mut decoded = std::mem::take(&mut out.attribute);
+    decoded.clear();
+    html_escape::decode_html_entities_to_string(value.trim(), &mut decoded);
     let resolve_from = base.as_ref().unwrap_or(page);
-    let Ok(mut url) = resolve_from.join(&value) else {
-        return;
-    };
-    if !matches!(url.scheme(), "http" | "https") {
-        return;
-    }
-    url.set_fragment(None);
-    if name.eq_ignore_ascii_case("base") {
-        *base = Some(url);
-    } else if name.eq_ignore_ascii_case("img") {
-        // Seed 001 §2: the whole URL on another host, only the file name on the page's host.
-        out.text.push(IMG_TERM_MARK);
-        if url.host_str() == page.host_str() {
-            let file = url
-                .path_segments()
-                .and_then(|mut s| s.next_back())
-                .unwrap_or("");
-            out.text.push_str(file);
+    let mut resolved = std::mem::take(&mut out.resolved);
+    if crate::resolve::resolve(resolve_from, &decoded, &mut resolved) {
+        if name.eq_ignore_ascii_case("base") {
+            *base = url::Url::parse(&resolved).ok();
+        } else if name.eq_ignore_ascii_case("img") {
+            // Seed 001 §2: the whole URL on another host, only the file name on the page's host.
+            out.text.push(IMG_TERM_MARK);
+            if crate::site::host(&resolved) == page.host_str().unwrap_or("") {
+                let path = resolved.split(['?', '#']).next().unwrap_or("");
+                out.text.push_str(path.rsplit('/').next().unwrap_or(""));
+            } else {
+                out.text.push_str(&resolved);
+            }
+            out.text.push(IMG_TERM_MARK);
+            out.text.push(' ');
         } else {
-            out.text.push_str(url.as_str());
+            out.links.push_str(&resolved);
+            out.link_ends.push(out.links.len());
         }
-        out.text.push(IMG_TERM_MARK);
-        out.text.push(' ');
-    } else {
-        out.links.push(url.into());
     }
+    out.resolved = resolved;
+    out.attribute = decoded;
 }
 
 /// The value of attribute `want` (ASCII case-insensitive) in a start tag's attribute text.
@@ -471,7 +486,7 @@ mod tests {
             "http://a.example/dir/page.html",
         );
         assert_eq!(
-            e.links,
+            e.links().collect::<Vec<_>>(),
             [
                 "http://b.example/root/x.html",
                 "http://b.example/y.html?q=1&r=2",

@@ -45,7 +45,6 @@
 //! T = 25. [`ChunkParams::FOUR_LINES`] is the paper's other setting (four lines, T = 15).
 
 use crate::text::visible_text;
-use xxhash_rust::xxh3::Xxh3;
 
 /// Seed of the chunk fingerprint (XXH3-64, truncated to its low 32 bits): the bytes `nd:chunk`.
 pub const CHUNK_SEED: u64 = u64::from_be_bytes(*b"nd:chunk");
@@ -87,6 +86,7 @@ impl Default for ChunkParams {
 #[derive(Debug, Default, Clone)]
 pub struct ChunkScratch {
     text: String,
+    chunk: String,
     term: String,
 }
 
@@ -100,18 +100,20 @@ pub fn chunk_fingerprints(
 ) {
     // Visible text already breaks lines at block-level tags (see `crate::text::extract`).
     visible_text(html, &mut scratch.text);
-    chunk_fingerprints_of_lines(&scratch.text, params, &mut scratch.term, out);
+    let text = std::mem::take(&mut scratch.text);
+    chunk_fingerprints_of_lines(&text, params, scratch, out);
+    scratch.text = text;
 }
 
-/// Like [`chunk_fingerprints`] for text whose `'\n'`s are the block breaks; `term` is scratch.
+/// Like [`chunk_fingerprints`] for text whose `'\n'`s are the block breaks.
 pub fn chunk_fingerprints_of_lines(
     text: &str,
     params: &ChunkParams,
-    term: &mut String,
+    scratch: &mut ChunkScratch,
     out: &mut Vec<u32>,
 ) {
-    let mut chunker = Chunker::new(params, out);
-    crate::text::for_each_term_lines(text, term, |t, new_line| {
+    let mut chunker = Chunker::new(params, &mut scratch.chunk, out);
+    crate::text::for_each_term_lines(text, &mut scratch.term, |t, new_line| {
         if new_line {
             chunker.end_line();
         }
@@ -148,7 +150,9 @@ pub fn chunk_similar(a: &[u32], b: &[u32], params: &ChunkParams) -> bool {
 pub struct Chunker<'a> {
     lines_per_chunk: usize,
     wrap_columns: usize,
-    hasher: Xxh3,
+    /// The current chunk's bytes, hashed once when it is complete (the same XXH3 value as
+    /// feeding them piece by piece, without the per-call cost of a streaming hasher).
+    chunk: &'a mut String,
     /// Complete lines in the current chunk.
     lines: usize,
     /// Characters on the current line (0: no line open).
@@ -157,13 +161,14 @@ pub struct Chunker<'a> {
 }
 
 impl<'a> Chunker<'a> {
-    /// A chunker writing fingerprints into `out` (cleared).
-    pub fn new(params: &ChunkParams, out: &'a mut Vec<u32>) -> Self {
+    /// A chunker writing fingerprints into `out` (cleared); `chunk` is reusable scratch.
+    pub fn new(params: &ChunkParams, chunk: &'a mut String, out: &'a mut Vec<u32>) -> Self {
         out.clear();
+        chunk.clear();
         Chunker {
             lines_per_chunk: params.lines_per_chunk,
             wrap_columns: params.wrap_columns,
-            hasher: Xxh3::with_seed(CHUNK_SEED),
+            chunk,
             lines: 0,
             line_chars: 0,
             out,
@@ -172,17 +177,18 @@ impl<'a> Chunker<'a> {
 
     /// The next term of the current line (wrapped at `wrap_columns`).
     pub fn term(&mut self, t: &str) {
-        let n = t.chars().count();
+        // Characters, counted as the bytes that start one.
+        let n = t.bytes().filter(|b| (b & 0xC0) != 0x80).count();
         if self.line_chars > 0 && self.line_chars + 1 + n > self.wrap_columns {
             self.end_line();
         }
         if self.line_chars > 0 {
-            self.hasher.update(b" ");
+            self.chunk.push(' ');
             self.line_chars += 1;
         } else if self.lines > 0 {
-            self.hasher.update(b"\n");
+            self.chunk.push('\n');
         }
-        self.hasher.update(t.as_bytes());
+        self.chunk.push_str(t);
         self.line_chars += n;
     }
 
@@ -199,8 +205,9 @@ impl<'a> Chunker<'a> {
     }
 
     fn emit(&mut self) {
-        self.out.push(self.hasher.digest() as u32);
-        self.hasher.reset();
+        let fp = xxhash_rust::xxh3::xxh3_64_with_seed(self.chunk.as_bytes(), CHUNK_SEED);
+        self.out.push(fp as u32);
+        self.chunk.clear();
         self.lines = 0;
     }
 
@@ -310,7 +317,7 @@ mod tests {
 
     fn of_lines(text: &str, params: &ChunkParams) -> Vec<u32> {
         let mut out = vec![];
-        chunk_fingerprints_of_lines(text, params, &mut String::new(), &mut out);
+        chunk_fingerprints_of_lines(text, params, &mut ChunkScratch::default(), &mut out);
         out
     }
 
