@@ -124,19 +124,7 @@ pub fn chunk_fingerprints_of_lines(
 
 /// Distinct chunks two sorted, deduplicated fingerprint lists share (a merge).
 pub fn shared_chunks(a: &[u32], b: &[u32]) -> usize {
-    let (mut i, mut j, mut shared) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                shared += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    shared
+    super::shared_sorted(a, b)
 }
 
 /// Seed 003's page similarity: the pages share more than `params.threshold` (T) chunks.

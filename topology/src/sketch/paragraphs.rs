@@ -193,19 +193,7 @@ static KIND: [u8; 256] = {
 
 /// Shared paragraphs of two sorted fingerprint lists, counted with multiplicity (a merge).
 pub fn shared_paragraphs(a: &[u64], b: &[u64]) -> usize {
-    let (mut i, mut j, mut shared) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                shared += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    shared
+    super::shared_sorted(a, b)
 }
 
 /// Shared paragraphs over the larger paragraph count (Def. 5); 0 when both lists are empty.
