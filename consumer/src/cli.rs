@@ -49,6 +49,22 @@ pub struct TopologyArgs {
     /// Also publish the 84 min-values in signature events (large: 1.4 KB of hex per page).
     #[arg(long, env = "NEARDUP_EMIT_MINVALUES")]
     pub emit_minvalues: bool,
+    /// Pair policy: `neardup` (default: discounted Jaccard with per-site boilerplate
+    /// discounting), `b` (Alg. B, >= 2 of 6 supershingles), `c` (Alg. C, >= 372 of 384 bits) or
+    /// `combined` (Henzinger: B-similar and C >= 355).
+    #[arg(long, default_value = "neardup", value_parser = parse_policy, env = "NEARDUP_POLICY")]
+    pub policy: neardup_topology::near::Policy,
+    /// At most this many pages in the sketch window; beyond it the oldest fetch is evicted.
+    #[arg(long, default_value_t = 4_000_000, env = "NEARDUP_MAX_WINDOW_PAGES")]
+    pub max_window_pages: usize,
+    /// Default policy: minimum Jaccard estimated on the positions that are not site boilerplate.
+    #[arg(long, default_value_t = 0.7, env = "NEARDUP_MIN_JACCARD")]
+    pub min_jaccard: f64,
+}
+
+fn parse_policy(s: &str) -> Result<neardup_topology::near::Policy, String> {
+    neardup_topology::near::Policy::parse(s)
+        .ok_or_else(|| format!("unknown pair policy {s:?}; use neardup, b, c or combined"))
 }
 
 fn parse_profile(s: &str) -> Result<neardup_topology::sketch::minhash::Profile, String> {
@@ -79,6 +95,12 @@ impl TopologyArgs {
                 ..defaults.signer
             },
             emit_minvalues: self.emit_minvalues,
+            near: neardup_topology::near::NearConfig {
+                policy: self.policy,
+                max_pages: self.max_window_pages.max(1),
+                min_jaccard: self.min_jaccard,
+                ..defaults.near
+            },
         }
     }
 }

@@ -97,11 +97,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
     }
     print!(
         "{}",
-        crate::summary::render(
-            outcome.topology.stats(),
-            &outcome.topology.exact_stats(),
-            outcome.elapsed
-        )
+        crate::summary::render(&outcome.topology, outcome.elapsed)
     );
     report(&sample, &outputs);
     println!(

@@ -33,14 +33,7 @@ fn real_main(cli: Cli) -> Result<()> {
                 let _ = tx.send(true);
             });
             let outcome = kafka::run(&(&args).into(), args.topology.config(), rx).await?;
-            eprint!(
-                "{}",
-                summary::render(
-                    outcome.topology.stats(),
-                    &outcome.topology.exact_stats(),
-                    outcome.elapsed
-                )
-            );
+            eprint!("{}", summary::render(&outcome.topology, outcome.elapsed));
             Ok(())
         }),
         Command::Demo(args) => runtime()?.block_on(demo::demo(&args)),

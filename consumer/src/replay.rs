@@ -131,7 +131,7 @@ pub fn replay_files(
         }
     }
     sink.finish()?;
-    let summary = crate::summary::render(topo.stats(), &topo.exact_stats(), started.elapsed());
+    let summary = crate::summary::render(&topo, started.elapsed());
     Ok(ReplayReport {
         summary,
         topology: topo,

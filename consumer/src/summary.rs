@@ -1,12 +1,13 @@
 //! The one-screen summary printed at the end of a replay, a demo or a batch run.
 
 use neardup_schemas::OutputKind;
-use neardup_topology::{exact::ExactStats, Stats};
+use neardup_topology::Topology;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Renders the summary of a run.
-pub fn render(stats: &Stats, exact: &ExactStats, elapsed: Duration) -> String {
+pub fn render(topo: &Topology, elapsed: Duration) -> String {
+    let (stats, exact, near) = (topo.stats(), topo.exact_stats(), topo.near_stats());
     let secs = elapsed.as_secs_f64().max(1e-9);
     let mut s = String::new();
     let _ = writeln!(s, "neardup summary");
@@ -34,8 +35,13 @@ pub fn render(stats: &Stats, exact: &ExactStats, elapsed: Duration) -> String {
     }
     let _ = writeln!(
         s,
-        "  exact pairs     {:>10}   (detected)",
-        stats.exact_pairs
+        "  pairs           {:>10}   detected, {} retracted, {} live at the end",
+        near.detected, near.retracted, near.live_pairs
+    );
+    let _ = writeln!(
+        s,
+        "  sketch window   {:>10}   pages (evicted by time {}, by budget {}; {} candidates verified)",
+        near.pages, near.evicted_by_time, near.evicted_by_budget, near.verified
     );
     let _ = writeln!(
         s,

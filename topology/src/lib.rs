@@ -24,6 +24,7 @@ pub mod decode;
 mod emit;
 pub mod exact;
 pub mod history;
+pub mod near;
 pub mod resolve;
 pub mod signer;
 pub mod site;
@@ -60,8 +61,12 @@ pub struct Config {
     /// How long a fetch stays in the window, in milliseconds of event time (default 14 days: two
     /// cycles of a weekly crawl, so a page is normally refetched before its entry expires).
     pub window_ms: i64,
-    /// A page joining an exact group that already has this many members gets no pair events.
+    /// A page joining an exact group that already has this many members gets no exact
+    /// candidates (and so no pairs from that group).
     pub max_pairs_per_join: usize,
+    /// The sketch index and pair policy (its `window_ms` and `max_pairs_per_join` are taken from
+    /// the fields above).
+    pub near: near::NearConfig,
 }
 
 impl Default for Config {
@@ -72,6 +77,7 @@ impl Default for Config {
             emit_minvalues: false,
             window_ms: 14 * 24 * 3600 * 1000,
             max_pairs_per_join: 1000,
+            near: near::NearConfig::default(),
         }
     }
 }
@@ -98,8 +104,8 @@ pub struct Stats {
     pub dead_letters: BTreeMap<DeadLetterReason, u64>,
     /// Output records, by kind.
     pub outputs: BTreeMap<OutputKind, u64>,
-    /// `exact` pairs detected.
-    pub exact_pairs: u64,
+    /// Pair detections (every level, including level changes).
+    pub pairs_detected: u64,
 }
 
 impl Stats {
@@ -114,6 +120,7 @@ pub struct Topology {
     cfg: Config,
     params: String,
     exact: exact::ExactIndex,
+    near: near::NearIndex,
     history: history::History,
     signer: Signer,
     watermark_ms: i64,
@@ -126,7 +133,14 @@ impl Topology {
     pub fn new(cfg: Config) -> Self {
         Topology {
             params: cfg.params_fingerprint(),
-            exact: exact::ExactIndex::new(cfg.window_ms, cfg.max_pairs_per_join),
+            // Pairs of every level come from the near index; the exact index keeps the exact
+            // clusters and crawl hints, and with a pair cap of 0 emits no pairs of its own.
+            exact: exact::ExactIndex::new(cfg.window_ms, 0),
+            near: near::NearIndex::new(near::NearConfig {
+                window_ms: cfg.window_ms,
+                max_pairs_per_join: cfg.max_pairs_per_join,
+                ..cfg.near.clone()
+            }),
             history: history::History::new(cfg.window_ms),
             signer: Signer::new(cfg.signer.clone()),
             cfg,
@@ -151,6 +165,16 @@ impl Topology {
         self.exact.stats()
     }
 
+    /// The sketch index's counters.
+    pub fn near_stats(&self) -> near::NearStats {
+        self.near.stats()
+    }
+
+    /// The sketch index (for inspection: live pairs, window, memory).
+    pub fn near_index(&self) -> &near::NearIndex {
+        &self.near
+    }
+
     /// The largest event time seen so far (milliseconds since the epoch).
     pub fn watermark_ms(&self) -> Option<i64> {
         (self.watermark_ms != i64::MIN).then_some(self.watermark_ms)
@@ -171,7 +195,7 @@ impl Topology {
         for e in self.emitter.drain() {
             *self.stats.outputs.entry(e.kind).or_default() += 1;
             if e.kind == OutputKind::Pairs && is_detected(&e.value) {
-                self.stats.exact_pairs += 1;
+                self.stats.pairs_detected += 1;
             }
             out.push(e);
         }
@@ -183,6 +207,11 @@ impl Topology {
         if page.fetched_at_ms > self.watermark_ms {
             self.watermark_ms = page.fetched_at_ms;
             self.exact.advance(self.watermark_ms, &mut self.emitter);
+            self.near.advance(
+                self.watermark_ms,
+                page.crawl_id.as_deref(),
+                &mut self.emitter,
+            );
             self.history.advance(self.watermark_ms);
         }
         let signed = match (&page.body, page.has_content()) {
@@ -193,10 +222,10 @@ impl Topology {
             Some(_) => self.stats.pages += 1,
             None => self.stats.no_content += 1,
         }
-        let checksum = signed.as_ref().map(|(c, _, _)| *c);
-        let (content, change) = match signed {
-            Some((_, content, change)) => (Some(content), change),
-            None => (None, None),
+        let checksum = signed.as_ref().map(|(c, _, _, _)| *c);
+        let (content, change, sketch) = match signed {
+            Some((_, content, change, sketch)) => (Some(content), change, Some(sketch)),
+            None => (None, None, None),
         };
         self.emitter.emit(SignatureEvent {
             schema: OutputKind::Signatures.schema().into(),
@@ -217,6 +246,15 @@ impl Topology {
             },
             &mut self.emitter,
         );
+        self.near.observe(
+            &near::Fetch {
+                url: &page.url,
+                sketch: sketch.as_ref(),
+                fetched_at_ms: page.fetched_at_ms,
+                crawl_id: page.crawl_id.as_deref(),
+            },
+            &mut self.emitter,
+        );
     }
 
     /// Every signature of a page with content, and its change since the URL's previous fetch.
@@ -224,7 +262,12 @@ impl Topology {
         &mut self,
         page: &PageEvent,
         body: &Body,
-    ) -> (u128, ContentSignatures, Option<ChangeSinceLast>) {
+    ) -> (
+        u128,
+        ContentSignatures,
+        Option<ChangeSinceLast>,
+        near::Sketch,
+    ) {
         let raw = body.raw();
         let checksum = xxhash_rust::xxh3::xxh3_128(raw);
         let page_url = url::Url::parse(&page.url).ok();
@@ -280,7 +323,8 @@ impl Topology {
                 .collect(),
             out_links: sig.extraction.links().map(str::to_owned).collect(),
         };
-        (checksum, content, change)
+        let sketch = near::Sketch::new(checksum, sig.text_hash, &sig.b, &sig.c);
+        (checksum, content, change, sketch)
     }
 }
 

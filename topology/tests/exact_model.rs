@@ -196,15 +196,24 @@ impl Model {
             .expect("non-empty group")
     }
 
-    fn pairs(&self) -> BTreeSet<(String, String)> {
-        let mut out = BTreeSet::new();
-        for members in self.groups().values() {
-            for &x in members {
-                for &y in members {
-                    if URLS[x] < URLS[y] {
-                        out.insert((URLS[x].to_owned(), URLS[y].to_owned()));
-                    }
+    /// The live pairs with their levels: same body = `exact`; bodies 0 and 1 (same visible
+    /// text, other bytes) = `virtually_identical` (every min-value agrees); body 2 pairs only
+    /// with itself.
+    fn pairs(&self) -> BTreeMap<(String, String), PairLevel> {
+        let mut out = BTreeMap::new();
+        for (&x, ex) in &self.live {
+            for (&y, ey) in &self.live {
+                if URLS[x] >= URLS[y] {
+                    continue;
                 }
+                let level = if ex.body == ey.body {
+                    PairLevel::Exact
+                } else if ex.body <= 1 && ey.body <= 1 {
+                    PairLevel::VirtuallyIdentical
+                } else {
+                    continue;
+                };
+                out.insert((URLS[x].to_owned(), URLS[y].to_owned()), level);
             }
         }
         out
@@ -226,7 +235,7 @@ struct ClusterState {
 
 #[derive(Debug, Default)]
 struct Replay {
-    pairs: BTreeSet<(String, String)>,
+    pairs: BTreeMap<(String, String), PairLevel>,
     clusters: BTreeMap<String, ClusterState>,
     hints: BTreeMap<String, RecrawlEvent>,
     /// body index -> checksum, from the signature events.
@@ -284,15 +293,21 @@ fn replay_step(
                 let p: PairEvent = serde_json::from_slice(&e.value).expect("pair");
                 prop_assert_eq!(&e.key, &format!("{} {}", p.a, p.b));
                 prop_assert!(p.a < p.b, "pair not sorted: {:?}", p);
-                prop_assert_eq!(p.level, PairLevel::Exact);
                 prop_assert_eq!(&p.at, at);
                 let pair = (p.a.clone(), p.b.clone());
                 match p.state {
-                    PairState::Detected => {
-                        prop_assert!(r.pairs.insert(pair), "detected a live pair: {:?}", p)
-                    }
+                    // A detection of a live pair is a level change, never a repeat.
+                    PairState::Detected => prop_assert!(
+                        r.pairs.insert(pair, p.level) != Some(p.level),
+                        "detected a live pair again at the same level: {:?}",
+                        p
+                    ),
                     PairState::Retracted => {
-                        prop_assert!(r.pairs.remove(&pair), "retracted a pair not live: {:?}", p)
+                        prop_assert!(
+                            r.pairs.remove(&pair).is_some(),
+                            "retracted a pair not live: {:?}",
+                            p
+                        )
                     }
                 }
             }
@@ -560,9 +575,9 @@ proptest! {
     fn pair_cap_is_consistent(ops in prop::collection::vec(arb_op(), 1..60)) {
         run(&ops, window_cfg(2), |r, m| {
             let holding = m.pairs();
-            for p in &r.pairs {
+            for p in r.pairs.keys() {
                 prop_assert!(
-                    holding.contains(p),
+                    holding.contains_key(p),
                     "pair {:?} is still live (detected, never retracted) but no longer holds",
                     p
                 );

@@ -1,0 +1,945 @@
+//! The sliding-window sketch index: candidate pairs from sketch tables, verification with the
+//! full signatures under a selectable policy, and `neardup.pairs` events that are detected once
+//! and retracted when they stop holding (DESIGN.md §3–4, seed 001 §3).
+//!
+//! # What a windowed page keeps
+//! A compact record ([`Sketch`]): 84 one-byte min-values (b-bit min-hash, b = 8, after Li and
+//! König: the low byte of a mixed min-value; an agreement estimate is corrected for the 1/256
+//! chance of a random byte match), the top 16 bits of each of the 6 supershingles (a
+//! supershingle agrees when its 16-bit tag and its 14 min-value bytes all agree), the 384-bit
+//! simhash, 64-bit cuts of the content checksum and of the normalised-text hash, the site, a
+//! boilerplate mask (below) and the fetch time. The full 64-bit min-values are not kept.
+//!
+//! # Tables
+//! One multimap from a 32-bit key to the pages holding it, over the tables a policy needs:
+//! - **bands**: 21 bands of 4 consecutive min-value bytes (the band key is the 4 bytes, mixed
+//!   with the band number). Any B-similar pair (>= 2 agreeing supershingles of 14 min-values)
+//!   agrees on at least 3 whole bands inside each agreeing supershingle, so the band tables find
+//!   every pair FMN's 15 megashingle tables find, and also pairs down to Jaccard ~0.6 (a pair of
+//!   Jaccard J shares a band with probability 1 − (1 − J⁴)²¹: 0.95 at J = 0.6, 0.997 at 0.7).
+//! - **pieces**: Henzinger's 12 simhash pieces of 32 bits (Alg. C and the combined policy).
+//! - **checksum**: the content checksum, so exact duplicates are always candidates.
+//!
+//! 32-bit keys may collide; a collision only adds a candidate, which verification rejects. A
+//! bucket with more than `max_bucket` pages is not enumerated for candidates: such a key is
+//! shared by a site's template or by a huge exact group (bounded by `max_pairs_per_join`), not
+//! by a page's own content. The multimap is a `HashMap<u32, u32>` whose value is either the one
+//! page holding the key or the index of a spill list, so a unique key costs one 8-byte entry.
+//! The `lru` crate is not used: eviction here is by event time (a min-heap of fetch times with
+//! lazy deletion), and a page budget evicts the oldest fetch first, which an access-ordered LRU
+//! would get wrong for pages that are looked up often.
+//!
+//! # Per-site boilerplate discounting (the default policy)
+//! Seed 001 concludes that both algorithms fail on same-site pairs because of shared templates
+//! and proposes discounting shingles that recur on many pages of a site. Here, when a page
+//! arrives, the pages of its own site that share a band with it (at most `boilerplate_sample`,
+//! newest first) are a sample of the site; a min-value position whose value recurs in at least
+//! `boilerplate_min` of them is the site's boilerplate (a template shingle won that position),
+//! and is marked in the page's mask. The default policy estimates Jaccard on the positions
+//! neither page marks: copies of one document still agree there, while template pages that
+//! differ in their main item now disagree almost everywhere.
+//!
+//! # Policies
+//! - `b` (Alg. B, FMN/Henzinger): B-similarity >= 2 of 6.
+//! - `c` (Alg. C, Charikar/Henzinger): C-similarity >= 372 of 384.
+//! - `combined` (Henzinger): B-similarity >= 2 and C-similarity >= 355.
+//! - `neardup` (default): equal normalised text, or discounted Jaccard >= `min_jaccard` on at
+//!   least `min_support` undiscounted positions and C-similarity >= `min_c_similarity`.
+//!
+//! Every policy reports equal content checksums as `exact`. Levels: `exact` (equal checksum),
+//! `virtually_identical` (6 of 6 supershingles), `very_similar` (otherwise).
+//!
+//! # Pair lifecycle
+//! A pair is `detected` when a fetch makes it hold, again `detected` when its level changes, and
+//! `retracted` when it stops holding: one of the pages changed and no longer verifies, returned
+//! no content (404, 410, 0), left the window by event time, or was evicted by the page budget.
+//! A refetch with an unchanged checksum only moves the page in the window. The previous partners
+//! of a changed page are verified again whether or not they are still candidates, so a pair that
+//! still holds is never retracted and re-detected.
+
+use crate::emit::Emitter;
+use crate::site;
+use crate::sketch::minhash::{BSketch, MINVALUES, PER_SUPERSHINGLE, SUPERSHINGLES};
+use crate::sketch::simhash::{self, SimHash};
+use neardup_schemas::{PairEvent, PairLevel, PairState};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+/// Min-value bytes per band.
+pub const BAND_ROWS: usize = 4;
+/// Bands over the 84 min-values.
+pub const BANDS: usize = MINVALUES / BAND_ROWS;
+const PIECES: usize = simhash::PIECES;
+const CHECKSUM_TABLE: u32 = 255;
+const PIECE_TABLE_BASE: u32 = 64;
+const MAX_KEYS: usize = 1 + BANDS + PIECES;
+
+/// Which pairs count as near-duplicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Policy {
+    /// Alg. B alone: >= 2 of 6 supershingles.
+    AlgB,
+    /// Alg. C alone: >= 372 of 384 simhash bits.
+    AlgC,
+    /// Henzinger's combined algorithm: B-similar and C-similarity >= 355.
+    Combined,
+    /// neardup's default: discounted Jaccard with per-site boilerplate discounting.
+    Neardup,
+}
+
+impl Policy {
+    /// Every policy, in table order.
+    pub const ALL: [Policy; 4] = [
+        Policy::AlgB,
+        Policy::AlgC,
+        Policy::Combined,
+        Policy::Neardup,
+    ];
+
+    /// The configuration name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::AlgB => "b",
+            Policy::AlgC => "c",
+            Policy::Combined => "combined",
+            Policy::Neardup => "neardup",
+        }
+    }
+
+    /// Parses a configuration name.
+    pub fn parse(s: &str) -> Option<Policy> {
+        Policy::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    fn uses_bands(self) -> bool {
+        self != Policy::AlgC
+    }
+
+    fn uses_pieces(self) -> bool {
+        self == Policy::AlgC
+    }
+}
+
+/// Parameters of the index and the policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NearConfig {
+    /// The verification policy.
+    pub policy: Policy,
+    /// How long a fetch stays in the window (event time, milliseconds).
+    pub window_ms: i64,
+    /// At most this many pages in the window; beyond it the oldest fetch is evicted.
+    pub max_pages: usize,
+    /// Buckets with more pages than this are not enumerated for candidates.
+    pub max_bucket: usize,
+    /// A page joining an exact group of this many pages or more gets no exact candidates.
+    pub max_pairs_per_join: usize,
+    /// Default policy: minimum discounted Jaccard.
+    pub min_jaccard: f64,
+    /// Default policy: minimum undiscounted min-value positions to judge on.
+    pub min_support: u32,
+    /// Default policy: minimum C-similarity.
+    pub min_c_similarity: u16,
+    /// Site pages sampled to find boilerplate positions.
+    pub boilerplate_sample: usize,
+    /// A position is boilerplate when its value recurs in this many sampled site pages.
+    pub boilerplate_min: usize,
+}
+
+impl Default for NearConfig {
+    fn default() -> Self {
+        NearConfig {
+            policy: Policy::Neardup,
+            window_ms: 14 * 24 * 3600 * 1000,
+            max_pages: 4_000_000,
+            max_bucket: 128,
+            max_pairs_per_join: 1000,
+            min_jaccard: 0.7,
+            min_support: 12,
+            min_c_similarity: 330,
+            boilerplate_sample: 32,
+            boilerplate_min: 8,
+        }
+    }
+}
+
+/// What the index keeps of a page's signatures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sketch {
+    /// One byte per min-value.
+    pub mins: [u8; MINVALUES],
+    /// The top 16 bits of each supershingle.
+    pub ss: [u16; SUPERSHINGLES],
+    /// The 384-bit simhash.
+    pub simhash: [u64; 6],
+    /// 64 bits of the content checksum.
+    pub checksum: u64,
+    /// 64 bits of the normalised-text hash.
+    pub text: u64,
+    /// False for a page without terms: it only takes part in exact pairs.
+    pub has_terms: bool,
+}
+
+impl Sketch {
+    /// The compact form of a page's signatures.
+    pub fn new(checksum: u128, text_hash: u128, b: &BSketch, c: &SimHash) -> Sketch {
+        let mut mins = [0u8; MINVALUES];
+        for (m, v) in mins.iter_mut().zip(&b.minvalues) {
+            *m = min_byte(*v);
+        }
+        let mut ss = [0u16; SUPERSHINGLES];
+        for (s, v) in ss.iter_mut().zip(&b.supershingles) {
+            *s = (v >> 48) as u16;
+        }
+        Sketch {
+            mins,
+            ss,
+            simhash: c.0,
+            checksum: checksum as u64,
+            text: text_hash as u64,
+            has_terms: b.shingles > 0,
+        }
+    }
+}
+
+/// The byte kept of a 64-bit min-value: the top byte of a multiplicative mix, so every bit of
+/// the min-value takes part (a min-value's own top bits are nearly fixed by its bin).
+pub fn min_byte(v: u64) -> u8 {
+    (mix64(v) >> 56) as u8
+}
+
+fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+fn key32(table: u32, value: u64) -> u32 {
+    (mix64(value ^ (u64::from(table) << 56) ^ u64::from(table).wrapping_mul(0x9e37_79b9)) >> 32)
+        as u32
+}
+
+/// The band key of band `j`.
+fn band_key(mins: &[u8; MINVALUES], j: usize) -> u32 {
+    let v = u32::from_le_bytes([
+        mins[j * BAND_ROWS],
+        mins[j * BAND_ROWS + 1],
+        mins[j * BAND_ROWS + 2],
+        mins[j * BAND_ROWS + 3],
+    ]);
+    key32(j as u32, u64::from(v))
+}
+
+fn piece_key(sim: &[u64; 6], j: usize) -> u32 {
+    let piece = (sim[j / 2] >> (32 * (j % 2))) as u32;
+    key32(PIECE_TABLE_BASE + j as u32, u64::from(piece))
+}
+
+/// How two sketches compare.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Comparison {
+    /// Agreeing supershingles, 0..=6.
+    pub b_similarity: u8,
+    /// Agreeing simhash bits, 0..=384.
+    pub c_similarity: u16,
+    /// Agreeing min-value bytes, 0..=84.
+    pub agreeing: u32,
+    /// Estimated shingle Jaccard (corrected for random byte matches).
+    pub jaccard: f64,
+    /// Positions neither page marks as boilerplate.
+    pub support: u32,
+    /// Estimated Jaccard on those positions.
+    pub discounted_jaccard: f64,
+    /// Equal content checksums.
+    pub exact: bool,
+    /// Equal normalised text.
+    pub same_text: bool,
+}
+
+/// The b-bit estimate: (matches − 1/256) / (1 − 1/256), clamped to [0, 1].
+fn bbit_estimate(agree: u32, of: u32) -> f64 {
+    if of == 0 {
+        return 0.0;
+    }
+    let r = 1.0 / 256.0;
+    ((f64::from(agree) / f64::from(of) - r) / (1.0 - r)).clamp(0.0, 1.0)
+}
+
+/// Compares two pages' sketches and boilerplate masks.
+pub fn compare(a: &Sketch, mask_a: u128, b: &Sketch, mask_b: u128) -> Comparison {
+    let mut agree_bits: u128 = 0;
+    for i in 0..MINVALUES {
+        agree_bits |= u128::from(a.mins[i] == b.mins[i]) << i;
+    }
+    let agreeing = agree_bits.count_ones();
+    let mut b_similarity = 0u8;
+    for s in 0..SUPERSHINGLES {
+        let group = ((1u128 << PER_SUPERSHINGLE) - 1) << (s * PER_SUPERSHINGLE);
+        if a.ss[s] == b.ss[s] && agree_bits & group == group {
+            b_similarity += 1;
+        }
+    }
+    let differ: u32 = a
+        .simhash
+        .iter()
+        .zip(&b.simhash)
+        .map(|(x, y)| (x ^ y).count_ones())
+        .sum();
+    let all = (1u128 << MINVALUES) - 1;
+    let kept = all & !(mask_a | mask_b);
+    let support = kept.count_ones();
+    Comparison {
+        b_similarity,
+        c_similarity: (simhash::BITS as u32 - differ) as u16,
+        agreeing,
+        jaccard: bbit_estimate(agreeing, MINVALUES as u32),
+        support,
+        discounted_jaccard: bbit_estimate((agree_bits & kept).count_ones(), support),
+        exact: a.checksum == b.checksum,
+        same_text: a.text == b.text,
+    }
+}
+
+impl NearConfig {
+    /// The policy's verdict on a comparison: the pair's level, or `None` if it is no pair.
+    pub fn verdict(&self, a: &Sketch, b: &Sketch, c: &Comparison) -> Option<PairLevel> {
+        if c.exact {
+            return Some(PairLevel::Exact);
+        }
+        if !a.has_terms || !b.has_terms {
+            return None;
+        }
+        let holds = match self.policy {
+            Policy::AlgB => c.b_similarity >= 2,
+            Policy::AlgC => c.c_similarity >= 372,
+            Policy::Combined => c.b_similarity >= 2 && c.c_similarity >= 355,
+            Policy::Neardup => {
+                c.same_text
+                    || (c.support >= self.min_support
+                        && c.discounted_jaccard >= self.min_jaccard
+                        && c.c_similarity >= self.min_c_similarity)
+            }
+        };
+        holds.then_some(if c.b_similarity == SUPERSHINGLES as u8 {
+            PairLevel::VirtuallyIdentical
+        } else {
+            PairLevel::VerySimilar
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The multimap
+// ------------------------------------------------------------------------------------------
+
+const SPILL: u32 = 1 << 31;
+
+/// `u32 key -> pages`, a unique key costing one map entry.
+#[derive(Debug, Default)]
+struct MultiMap {
+    map: HashMap<u32, u32>,
+    spill: Vec<Vec<u32>>,
+    free_spill: Vec<u32>,
+}
+
+impl MultiMap {
+    fn insert(&mut self, key: u32, slot: u32) {
+        match self.map.get_mut(&key) {
+            None => {
+                self.map.insert(key, slot);
+            }
+            Some(v) if *v & SPILL != 0 => self.spill[(*v & !SPILL) as usize].push(slot),
+            Some(v) => {
+                let list = vec![*v, slot];
+                let i = match self.free_spill.pop() {
+                    Some(i) => {
+                        self.spill[i as usize] = list;
+                        i
+                    }
+                    None => {
+                        self.spill.push(list);
+                        (self.spill.len() - 1) as u32
+                    }
+                };
+                *v = SPILL | i;
+            }
+        }
+    }
+
+    fn remove(&mut self, key: u32, slot: u32) {
+        let Some(v) = self.map.get_mut(&key) else {
+            return;
+        };
+        if *v & SPILL == 0 {
+            if *v == slot {
+                self.map.remove(&key);
+            }
+            return;
+        }
+        let i = (*v & !SPILL) as usize;
+        let list = &mut self.spill[i];
+        if let Some(p) = list.iter().position(|&s| s == slot) {
+            list.remove(p);
+        }
+        if list.len() == 1 {
+            *v = list[0];
+            self.spill[i] = Vec::new();
+            self.free_spill.push(i as u32);
+        }
+    }
+
+    fn get(&self, key: u32) -> &[u32] {
+        match self.map.get(&key) {
+            None => &[],
+            Some(v) if *v & SPILL != 0 => &self.spill[(*v & !SPILL) as usize],
+            Some(v) => std::slice::from_ref(v),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        // hashbrown: one control byte per bucket, buckets = capacity * 8/7 rounded to 2^k.
+        let buckets = (self.map.capacity() * 8 / 7).next_power_of_two();
+        buckets * (8 + 1)
+            + self.spill.capacity() * std::mem::size_of::<Vec<u32>>()
+            + self.spill.iter().map(|l| l.capacity() * 4).sum::<usize>()
+            + self.free_spill.capacity() * 4
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The index
+// ------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct Page {
+    sketch: Sketch,
+    mask: u128,
+    /// The mask came from a full site sample (else it may still grow: see `mature_sample`).
+    mature: bool,
+    site: u32,
+    at_ms: i64,
+    /// The index's fetch counter when this record was filed or last refreshed, so stale expiry
+    /// entries (of an earlier fetch, or of an earlier page in a reused slot) are recognised. It
+    /// wraps after 2^32 fetches; a stale entry would have to outlive that many fetches to be
+    /// mistaken for a current one.
+    generation: u32,
+    url: Arc<str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PairInfo {
+    level: PairLevel,
+    b: u8,
+    c: u16,
+    jaccard: f64,
+}
+
+/// Counters of the index (metrics and summaries).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NearStats {
+    /// Pages in the window now.
+    pub pages: u64,
+    /// Live pairs now.
+    pub live_pairs: u64,
+    /// Candidates verified.
+    pub verified: u64,
+    /// Pair detections (including level changes).
+    pub detected: u64,
+    /// Pair retractions.
+    pub retracted: u64,
+    /// Pages that left the window by event time.
+    pub evicted_by_time: u64,
+    /// Pages evicted by the page budget.
+    pub evicted_by_budget: u64,
+    /// Fetches older than the URL's entry, ignored.
+    pub stale: u64,
+    /// Buckets skipped because they held more than `max_bucket` pages.
+    pub hot_buckets_skipped: u64,
+}
+
+/// One fetch, as the index sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Fetch<'a> {
+    /// The URL.
+    pub url: &'a str,
+    /// Its signatures, or `None` when the fetch has no content (404, 410, 0, ...).
+    pub sketch: Option<&'a Sketch>,
+    /// Event time.
+    pub fetched_at_ms: i64,
+    /// The crawl round, copied into the pair events this fetch causes.
+    pub crawl_id: Option<&'a str>,
+}
+
+/// The sliding-window sketch index with its live pairs.
+#[derive(Debug)]
+pub struct NearIndex {
+    cfg: NearConfig,
+    pages: Vec<Option<Page>>,
+    free: Vec<u32>,
+    by_url: HashMap<Arc<str>, u32>,
+    sites: HashMap<Box<str>, u32>,
+    table: MultiMap,
+    expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    pairs: HashMap<(u32, u32), PairInfo>,
+    partners: HashMap<u32, Vec<u32>>,
+    stats: NearStats,
+    scratch: Vec<u32>,
+    fetches: u32,
+}
+
+impl NearIndex {
+    /// An empty index.
+    pub fn new(cfg: NearConfig) -> Self {
+        NearIndex {
+            cfg,
+            pages: Vec::new(),
+            free: Vec::new(),
+            by_url: HashMap::new(),
+            sites: HashMap::new(),
+            table: MultiMap::default(),
+            expiry: BinaryHeap::new(),
+            pairs: HashMap::new(),
+            partners: HashMap::new(),
+            stats: NearStats::default(),
+            scratch: Vec::new(),
+            fetches: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NearConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> NearStats {
+        NearStats {
+            pages: self.by_url.len() as u64,
+            live_pairs: self.pairs.len() as u64,
+            ..self.stats.clone()
+        }
+    }
+
+    /// The URLs in the window, with their fetch times (for tests and inspection).
+    pub fn window(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.pages.iter().flatten().map(|p| (&*p.url, p.at_ms))
+    }
+
+    /// The live pairs, as sorted URL pairs with their levels.
+    pub fn live_pairs(&self) -> Vec<(String, String, PairLevel)> {
+        let mut v: Vec<_> = self
+            .pairs
+            .iter()
+            .map(|(&(a, b), info)| {
+                let (ua, ub) = (self.url(a), self.url(b));
+                let (ua, ub) = if ua <= ub { (ua, ub) } else { (ub, ua) };
+                (ua.to_owned(), ub.to_owned(), info.level)
+            })
+            .collect();
+        v.sort_by(|x, y| (&x.0, &x.1).cmp(&(&y.0, &y.1)));
+        v
+    }
+
+    /// Bytes held by the index and the stored signatures (page records, tables, expiry heap,
+    /// pair store), and separately by the URL strings and the URL map.
+    pub fn memory_bytes(&self) -> (usize, usize) {
+        let index = self.pages.capacity() * std::mem::size_of::<Option<Page>>()
+            + self.free.capacity() * 4
+            + self.table.bytes()
+            + self.expiry.capacity() * std::mem::size_of::<Reverse<(i64, u32, u32)>>()
+            + self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1)
+            + self
+                .partners
+                .values()
+                .map(|v| 32 + v.capacity() * 4)
+                .sum::<usize>();
+        let urls = self.by_url.capacity() * (std::mem::size_of::<(Arc<str>, u32)>() + 1)
+            + self.by_url.keys().map(|u| u.len() + 16).sum::<usize>();
+        (index, urls)
+    }
+
+    fn url(&self, slot: u32) -> &str {
+        &self.page(slot).url
+    }
+
+    fn page(&self, slot: u32) -> &Page {
+        self.pages[slot as usize]
+            .as_ref()
+            .expect("slot of a live page")
+    }
+
+    /// Moves the window to `watermark_ms`: every page fetched before `watermark − window` leaves
+    /// it, retracting its pairs.
+    pub fn advance(&mut self, watermark_ms: i64, crawl_id: Option<&str>, out: &mut Emitter) {
+        let horizon = watermark_ms.saturating_sub(self.cfg.window_ms);
+        while let Some(&Reverse((at, slot, generation))) = self.expiry.peek() {
+            if at >= horizon {
+                break;
+            }
+            self.expiry.pop();
+            if self.is_current(slot, generation) {
+                self.stats.evicted_by_time += 1;
+                self.remove_page(slot, crawl_id, out);
+            }
+        }
+    }
+
+    fn is_current(&self, slot: u32, generation: u32) -> bool {
+        matches!(&self.pages[slot as usize], Some(p) if p.generation == generation)
+    }
+
+    /// Handles one fetch.
+    pub fn observe(&mut self, f: &Fetch<'_>, out: &mut Emitter) {
+        let existing = self.by_url.get(f.url).copied();
+        if let Some(slot) = existing {
+            if f.fetched_at_ms < self.page(slot).at_ms {
+                self.stats.stale += 1;
+                return;
+            }
+        }
+        let Some(sketch) = f.sketch else {
+            if let Some(slot) = existing {
+                self.remove_page(slot, f.crawl_id, out);
+            }
+            return;
+        };
+        if let Some(slot) = existing {
+            if self.page(slot).sketch == *sketch {
+                self.refresh(slot, f.fetched_at_ms);
+                return;
+            }
+        }
+        // New or changed content: the old record leaves silently, its pairs are re-verified.
+        let mut old: Vec<(u32, Arc<str>, PairInfo)> = Vec::new();
+        if let Some(slot) = existing {
+            for partner in self.partners.remove(&slot).unwrap_or_default() {
+                let info = self.pairs.remove(&ordered(slot, partner)).expect("pair");
+                self.unlink(partner, slot);
+                old.push((partner, self.page(partner).url.clone(), info));
+            }
+            self.drop_record(slot);
+        }
+        let slot = self.insert_record(f.url, sketch, f.fetched_at_ms);
+        self.mature_sample(slot, f.crawl_id, out);
+        let mut candidates = self.candidates(slot);
+        candidates.extend(old.iter().map(|(p, _, _)| *p));
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut found: Vec<(Arc<str>, u32, PairInfo)> = Vec::new();
+        for &c in &candidates {
+            if c == slot {
+                continue;
+            }
+            self.stats.verified += 1;
+            let (pa, pc) = (self.page(slot), self.page(c));
+            let cmp = compare(&pa.sketch, pa.mask, &pc.sketch, pc.mask);
+            if let Some(level) = self.cfg.verdict(&pa.sketch, &pc.sketch, &cmp) {
+                let info = PairInfo {
+                    level,
+                    b: cmp.b_similarity,
+                    c: cmp.c_similarity,
+                    jaccard: (cmp.jaccard * 1e4).round() / 1e4,
+                };
+                found.push((pc.url.clone(), c, info));
+            }
+        }
+        for (_, partner, info) in &found {
+            self.pairs.insert(ordered(slot, *partner), *info);
+            self.partners.entry(slot).or_default().push(*partner);
+            self.partners.entry(*partner).or_default().push(slot);
+        }
+        // Events in partner-URL order: retractions of pairs that no longer hold, detections of
+        // new pairs and of level changes.
+        old.sort_by(|x, y| x.1.cmp(&y.1));
+        found.sort_by(|x, y| x.0.cmp(&y.0));
+        let url: Arc<str> = self.page(slot).url.clone();
+        for (partner, purl, info) in &old {
+            if !found.iter().any(|(_, p, _)| p == partner) {
+                self.emit(&url, purl, PairState::Retracted, info, f.crawl_id, out);
+            }
+        }
+        for (purl, partner, info) in &found {
+            let before = old.iter().find(|(p, _, _)| p == partner).map(|o| o.2.level);
+            if before != Some(info.level) {
+                self.emit(&url, purl, PairState::Detected, info, f.crawl_id, out);
+            }
+        }
+        self.enforce_budget(f.crawl_id, out);
+    }
+
+    fn emit(
+        &mut self,
+        a: &str,
+        b: &str,
+        state: PairState,
+        info: &PairInfo,
+        crawl_id: Option<&str>,
+        out: &mut Emitter,
+    ) {
+        match state {
+            PairState::Detected => self.stats.detected += 1,
+            PairState::Retracted => self.stats.retracted += 1,
+        }
+        out.emit(PairEvent::new(
+            a.to_owned(),
+            b.to_owned(),
+            state,
+            info.level,
+            info.b,
+            info.c,
+            Some(info.jaccard),
+            site::same_site(a, b),
+            out.at().to_owned(),
+            crawl_id.map(str::to_owned),
+        ));
+    }
+
+    fn enforce_budget(&mut self, crawl_id: Option<&str>, out: &mut Emitter) {
+        while self.by_url.len() > self.cfg.max_pages {
+            let Some(Reverse((_, slot, generation))) = self.expiry.pop() else {
+                break;
+            };
+            if self.is_current(slot, generation) {
+                self.stats.evicted_by_budget += 1;
+                self.remove_page(slot, crawl_id, out);
+            }
+        }
+    }
+
+    fn refresh(&mut self, slot: u32, at_ms: i64) {
+        self.fetches = self.fetches.wrapping_add(1);
+        let generation = self.fetches;
+        let p = self.pages[slot as usize].as_mut().expect("live page");
+        p.at_ms = at_ms;
+        p.generation = generation;
+        self.expiry.push(Reverse((at_ms, slot, generation)));
+    }
+
+    /// Removes a page and retracts its pairs (in partner-URL order).
+    fn remove_page(&mut self, slot: u32, crawl_id: Option<&str>, out: &mut Emitter) {
+        let url = self.page(slot).url.clone();
+        let mut gone: Vec<(Arc<str>, PairInfo)> = Vec::new();
+        for partner in self.partners.remove(&slot).unwrap_or_default() {
+            let info = self.pairs.remove(&ordered(slot, partner)).expect("pair");
+            self.unlink(partner, slot);
+            gone.push((self.page(partner).url.clone(), info));
+        }
+        gone.sort_by(|x, y| x.0.cmp(&y.0));
+        for (purl, info) in &gone {
+            self.emit(&url, purl, PairState::Retracted, info, crawl_id, out);
+        }
+        self.drop_record(slot);
+    }
+
+    fn unlink(&mut self, from: u32, to: u32) {
+        if let Some(list) = self.partners.get_mut(&from) {
+            list.retain(|&s| s != to);
+            if list.is_empty() {
+                self.partners.remove(&from);
+            }
+        }
+    }
+
+    fn insert_record(&mut self, url: &str, sketch: &Sketch, at_ms: i64) -> u32 {
+        let site_name = site::site(site::host(url)).to_ascii_lowercase();
+        let next_site = self.sites.len() as u32;
+        let site = *self.sites.entry(site_name.into()).or_insert(next_site);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.pages.push(None);
+            (self.pages.len() - 1) as u32
+        });
+        let (mask, mature) = self.boilerplate_mask(sketch, site);
+        let url: Arc<str> = Arc::from(url);
+        self.fetches = self.fetches.wrapping_add(1);
+        let generation = self.fetches;
+        self.pages[slot as usize] = Some(Page {
+            sketch: sketch.clone(),
+            mask,
+            mature,
+            site,
+            at_ms,
+            generation,
+            url: url.clone(),
+        });
+        let (keys, n) = keys(self.cfg.policy, sketch);
+        for &k in &keys[..n] {
+            self.table.insert(k, slot);
+        }
+        self.by_url.insert(url, slot);
+        self.expiry.push(Reverse((at_ms, slot, generation)));
+        slot
+    }
+
+    /// Removes a page's record and table entries (its pairs must be gone already).
+    fn drop_record(&mut self, slot: u32) {
+        let page = self.pages[slot as usize].take().expect("live page");
+        let (keys, n) = keys(self.cfg.policy, &page.sketch);
+        for &k in &keys[..n] {
+            self.table.remove(k, slot);
+        }
+        self.by_url.remove(&page.url);
+        self.free.push(slot);
+    }
+
+    /// The positions whose value recurs on at least `boilerplate_min` sampled pages of the site,
+    /// and whether the sample was large enough to tell. The sample is left in `self.scratch`.
+    fn boilerplate_mask(&mut self, sketch: &Sketch, site: u32) -> (u128, bool) {
+        self.scratch.clear();
+        if !sketch.has_terms || !self.cfg.policy.uses_bands() {
+            return (0, false);
+        }
+        let mut sample = std::mem::take(&mut self.scratch);
+        sample.clear();
+        'bands: for j in 0..BANDS {
+            let bucket = self.table.get(band_key(&sketch.mins, j));
+            for &s in bucket.iter().rev().take(4 * self.cfg.boilerplate_sample) {
+                let p = self.page(s);
+                if p.site == site && !sample.contains(&s) {
+                    sample.push(s);
+                    if sample.len() >= self.cfg.boilerplate_sample {
+                        break 'bands;
+                    }
+                }
+            }
+        }
+        let mut mask = 0u128;
+        // Twice the threshold, so that a position needs half of the smallest sample, not all.
+        let mature = sample.len() >= 2 * self.cfg.boilerplate_min;
+        if mature {
+            let mut counts = [0u16; MINVALUES];
+            for &s in &sample {
+                let other = &self.page(s).sketch.mins;
+                for i in 0..MINVALUES {
+                    counts[i] += u16::from(other[i] == sketch.mins[i]);
+                }
+            }
+            for (i, &n) in counts.iter().enumerate() {
+                if usize::from(n) >= self.cfg.boilerplate_min {
+                    mask |= 1 << i;
+                }
+            }
+        }
+        self.scratch = sample;
+        (mask, mature)
+    }
+
+    /// The first pages of a site are filed before the site has enough pages to tell its
+    /// boilerplate, so their pairs were judged without discounting. When a later page of the
+    /// site gets a mature mask from a sample, every immature page of that sample takes the
+    /// boilerplate positions it shares with the new page, and its pairs are verified again:
+    /// those that no longer hold are retracted (so the answer does not depend on which pages of
+    /// a site happened to come first, beyond this one catch-up).
+    fn mature_sample(&mut self, slot: u32, crawl_id: Option<&str>, out: &mut Emitter) {
+        let (mask, mature) = {
+            let p = self.page(slot);
+            (p.mask, p.mature)
+        };
+        if !mature || mask == 0 {
+            return;
+        }
+        let sample = std::mem::take(&mut self.scratch);
+        for &s in &sample {
+            let (sk_new, p) = (&self.page(slot).sketch, self.page(s));
+            if p.mature {
+                continue;
+            }
+            let mut shared = 0u128;
+            for i in 0..MINVALUES {
+                shared |= u128::from(p.sketch.mins[i] == sk_new.mins[i]) << i;
+            }
+            let page = self.pages[s as usize].as_mut().expect("live page");
+            page.mask |= mask & shared;
+            page.mature = true;
+            self.reverify(s, crawl_id, out);
+        }
+        self.scratch = sample;
+    }
+
+    /// Verifies every pair of `slot` again, retracting those that no longer hold and
+    /// re-detecting those whose level changed.
+    fn reverify(&mut self, slot: u32, crawl_id: Option<&str>, out: &mut Emitter) {
+        let mut partners = self.partners.get(&slot).cloned().unwrap_or_default();
+        partners.sort_by(|x, y| self.url(*x).cmp(self.url(*y)));
+        let url = self.page(slot).url.clone();
+        for partner in partners {
+            let (pa, pb) = (self.page(slot), self.page(partner));
+            let cmp = compare(&pa.sketch, pa.mask, &pb.sketch, pb.mask);
+            let verdict = self.cfg.verdict(&pa.sketch, &pb.sketch, &cmp);
+            let purl = pb.url.clone();
+            let key = ordered(slot, partner);
+            let info = self.pairs[&key];
+            match verdict {
+                None => {
+                    self.pairs.remove(&key);
+                    self.unlink(slot, partner);
+                    self.unlink(partner, slot);
+                    self.emit(&url, &purl, PairState::Retracted, &info, crawl_id, out);
+                }
+                Some(level) if level != info.level => {
+                    let info = PairInfo {
+                        level,
+                        b: cmp.b_similarity,
+                        c: cmp.c_similarity,
+                        jaccard: (cmp.jaccard * 1e4).round() / 1e4,
+                    };
+                    self.pairs.insert(key, info);
+                    self.emit(&url, &purl, PairState::Detected, &info, crawl_id, out);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Candidate pages for `slot`, sorted, without `slot` itself.
+    fn candidates(&mut self, slot: u32) -> Vec<u32> {
+        let (keys, n) = keys(self.cfg.policy, &self.page(slot).sketch);
+        let mut out = Vec::new();
+        for (i, &k) in keys[..n].iter().enumerate() {
+            let bucket = self.table.get(k);
+            let limit = if i == 0 {
+                self.cfg.max_pairs_per_join
+            } else {
+                self.cfg.max_bucket
+            };
+            // The page itself is in the bucket already.
+            if bucket.len() > limit {
+                self.stats.hot_buckets_skipped += 1;
+                continue;
+            }
+            out.extend(bucket.iter().copied().filter(|&s| s != slot));
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// Every table key of a page under `policy`: the checksum, then the bands or the pieces.
+fn keys(policy: Policy, sketch: &Sketch) -> ([u32; MAX_KEYS], usize) {
+    let mut out = [0u32; MAX_KEYS];
+    out[0] = key32(CHECKSUM_TABLE, sketch.checksum);
+    let mut n = 1;
+    if sketch.has_terms && policy.uses_bands() {
+        for j in 0..BANDS {
+            out[n] = band_key(&sketch.mins, j);
+            n += 1;
+        }
+    }
+    if sketch.has_terms && policy.uses_pieces() {
+        for j in 0..PIECES {
+            out[n] = piece_key(&sketch.simhash, j);
+            n += 1;
+        }
+    }
+    (out, n)
+}
+
+fn ordered(a: u32, b: u32) -> (u32, u32) {
+    if a < b {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
