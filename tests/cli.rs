@@ -1,4 +1,4 @@
-//! The `neardup replay` and `neardup demo` commands, run as a user runs them.
+//! The `neardup replay`, `neardup demo` and `neardup eval` commands, run as a user runs them.
 
 use neardup::replay::replay_records;
 use neardup::sample::{sample_crawl, SampleOptions};
@@ -147,6 +147,119 @@ fn demo_runs_on_the_embedded_cluster_and_finds_the_sample_duplicates() {
         sample.records.len() - sample.bad_records.len()
     );
     assert!(stdout.contains("of them found"), "{stdout}");
+}
+
+#[test]
+fn eval_scores_a_replay_directory_against_a_truth_as_json() {
+    let dir = tempdir("eval");
+    let truth = dir.join("truth.json");
+    std::fs::write(
+        &truth,
+        r#"{"format": "neardup-bench.truth/v1", "generator": {"scale": "tiny"}, "rounds": [
+          {"crawl_id": "week-01", "start": "2026-11-02T00:00:00Z",
+           "near_duplicate_groups": [{"id": "nd:1", "kind": "mirror", "size": 3,
+             "ref": "http://www.a.example/p",
+             "urls": ["http://www.a.example/p", "http://b.example/p", "http://c.example/p"],
+             "jaccard_to_ref": {"http://b.example/p": 0.75}}],
+           "exact_duplicate_groups": [["http://www.a.example/p", "http://c.example/p"]],
+           "hard_negative_pairs": [{"urls": ["http://shop.example/1", "http://shop.example/2"],
+             "reason": "same_template_different_main_item", "jaccard": 0.8}],
+           "hard_negative_groups": []},
+          {"crawl_id": "week-02", "start": "2026-11-09T00:00:00Z",
+           "near_duplicate_groups": [], "exact_duplicate_groups": [],
+           "hard_negative_pairs": [], "hard_negative_groups": []}]}"#,
+    )
+    .unwrap();
+    let ev = |state: &str, a: &str, b: &str, level: &str, round: &str| {
+        format!(
+            r#"{{"schema":"neardup.pairs/v1","event_id":"x","state":"{state}","a":"{a}","b":"{b}","level":"{level}","b_similarity":6,"c_similarity":384,"jaccard":0.9,"same_site":false,"at":"2026-11-02T10:15:00Z","crawl_id":"{round}"}}"#
+        )
+    };
+    let (a, b, c) = (
+        "http://www.a.example/p",
+        "http://b.example/p",
+        "http://c.example/p",
+    );
+    let (s1, s2) = ("http://shop.example/1", "http://shop.example/2");
+    let stream = [
+        ev("detected", a, c, "exact", "week-01"),
+        ev("detected", a, b, "very_similar", "week-01"),
+        ev("detected", b, c, "very_similar", "week-01"),
+        ev("retracted", b, c, "very_similar", "week-01"),
+        ev("detected", s1, s2, "very_similar", "week-01"),
+        ev("retracted", a, b, "very_similar", "week-02"),
+    ]
+    .join("\n");
+    let replay_out = dir.join("out");
+    std::fs::create_dir_all(&replay_out).unwrap();
+    std::fs::write(replay_out.join("pairs.jsonl"), stream + "\n").unwrap();
+
+    let out = neardup(&[
+        "eval",
+        "--truth",
+        truth.to_str().unwrap(),
+        "--pairs",
+        replay_out.to_str().unwrap(),
+        "--json",
+        "--label",
+        "tiny",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["label"], "tiny");
+    assert_eq!(v["pair_events"]["lines"], 6);
+    let w1 = &v["rounds"][0];
+    assert_eq!(w1["crawl_id"], "week-01");
+    assert_eq!(w1["predicted"], 3);
+    assert_eq!(w1["truth"], 3);
+    assert_eq!(w1["true_positives"], 2);
+    assert!((w1["precision"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+    assert!((w1["recall"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+    assert_eq!(w1["same_site"]["predicted"], 1);
+    assert_eq!(w1["different_site"]["true_positives"], 2);
+    assert_eq!(w1["recall_by_similarity"][1]["bucket"], "0.7-0.8");
+    assert_eq!(w1["recall_by_similarity"][1]["truth"], 2);
+    assert_eq!(w1["recall_by_similarity"][1]["found"], 1);
+    assert_eq!(w1["exact"]["found_as_exact"], 1);
+    assert_eq!(w1["hard_negative_pairs"]["reported"], 1);
+    assert_eq!(w1["hard_negative_pairs"]["fraction"], 1.0);
+    assert_eq!(
+        w1["hard_negative_pairs"]["by_reason"]["same_template_different_main_item"]["listed"],
+        1
+    );
+    assert_eq!(w1["hard_negative_group_pairs"]["reported"], 0);
+    assert_eq!(w1["by_level"]["very_similar"]["predicted"], 2);
+    assert_eq!(w1["unlabelled_false_positives"], 0);
+    assert_eq!(w1["examples"][0]["kind"], "hard_negative_pair");
+    // week-02: a~b retracted, empty truth.
+    let w2 = &v["rounds"][1];
+    assert_eq!(w2["predicted"], 2);
+    assert_eq!(w2["precision"], 0.0);
+    assert_eq!(w2["recall"], 1.0);
+    assert_eq!(v["overall"]["predicted"], 5);
+    assert_eq!(v["overall"]["true_positives"], 2);
+    assert_eq!(v["min_precision"], 0.0);
+    assert!((v["min_recall"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+
+    // The tables name every round; without --truth or --labels the command says what it needs.
+    let text = neardup(&[
+        "eval",
+        "--truth",
+        truth.to_str().unwrap(),
+        "--pairs",
+        replay_out.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("week-02") && text.contains("overall"),
+        "{text}"
+    );
+    let err = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["eval", "--pairs", replay_out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!err.status.success());
+    let err = String::from_utf8_lossy(&err.stderr);
+    assert!(err.contains("--truth") && err.contains("--labels"), "{err}");
 }
 
 fn tempdir(name: &str) -> std::path::PathBuf {

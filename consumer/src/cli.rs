@@ -1,7 +1,7 @@
 //! Command-line interface. Every flag can also be set by a `NEARDUP_*` environment variable.
 
 use crate::duration::parse_duration;
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -26,6 +26,8 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Run the whole topology on an embedded Kafka cluster with a built-in sample crawl.
     Demo(DemoArgs),
+    /// Score pair events (`pairs.jsonl`) against the benchmark's truth.json or labelled pairs.
+    Eval(EvalArgs),
 }
 
 /// Parameters of the topology (DESIGN.md §4).
@@ -57,9 +59,13 @@ pub struct TopologyArgs {
     /// At most this many pages in the sketch window; beyond it the oldest fetch is evicted.
     #[arg(long, default_value_t = 4_000_000, env = "NEARDUP_MAX_WINDOW_PAGES")]
     pub max_window_pages: usize,
-    /// Default policy: minimum Jaccard estimated on the positions that are not site boilerplate.
+    /// Default policy: minimum Jaccard, estimated on the positions that are not site
+    /// boilerplate, for pages whose URLs end in the same name (mirrors, aliases, session ids).
     #[arg(long, default_value_t = 0.7, env = "NEARDUP_MIN_JACCARD")]
     pub min_jaccard: f64,
+    /// Default policy: the same minimum for pages whose URLs end in different names.
+    #[arg(long, default_value_t = 0.9, env = "NEARDUP_MIN_JACCARD_RENAMED")]
+    pub min_jaccard_renamed: f64,
 }
 
 fn parse_policy(s: &str) -> Result<neardup_topology::near::Policy, String> {
@@ -99,6 +105,7 @@ impl TopologyArgs {
                 policy: self.policy,
                 max_pages: self.max_window_pages.max(1),
                 min_jaccard: self.min_jaccard,
+                min_jaccard_renamed: self.min_jaccard_renamed,
                 ..defaults.near
             },
         }
@@ -166,6 +173,27 @@ pub struct DemoArgs {
     /// Also write every output event as JSONL into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// `neardup eval`.
+#[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("reference").required(true).args(["truth", "labels"])))]
+pub struct EvalArgs {
+    /// The benchmark's ground truth (`truth.json`, format `neardup-bench.truth/v1`).
+    #[arg(long, value_name = "FILE")]
+    pub truth: Option<PathBuf>,
+    /// Labelled pairs instead of a truth: JSON lines `{"a": URL, "b": URL, "near_duplicate": bool}`.
+    #[arg(long, value_name = "FILE")]
+    pub labels: Option<PathBuf>,
+    /// The pair events: a `pairs.jsonl` file (optionally gzip-compressed) or a replay output directory.
+    #[arg(long, value_name = "PATH")]
+    pub pairs: PathBuf,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// A name for this run, repeated in the output (default: the --pairs path).
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {

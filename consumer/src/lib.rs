@@ -1,4 +1,4 @@
-//! The `neardup` binary's library: Kafka I/O, replay from files, the embedded demo.
+//! The `neardup` binary's library: Kafka I/O, replay from files, the embedded demo, evaluation.
 //!
 //! All processing lives in `neardup-topology`; this crate only moves bytes, owns offsets and
 //! decides when it is safe to commit them (at-least-once: an input offset is committed only after
@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod demo;
 pub mod duration;
+pub mod eval;
 pub mod kafka;
 pub mod replay;
 pub mod sample;

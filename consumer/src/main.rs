@@ -1,9 +1,10 @@
-//! The `neardup` command: `run` (Kafka), `replay` (files), `demo` (embedded Kafka + sample).
+//! The `neardup` command: `run` (Kafka), `replay` (files), `demo` (embedded Kafka + sample),
+//! `eval` (pair events against a ground truth).
 
 use anyhow::Result;
 use clap::Parser;
 use neardup::cli::{Cli, Command};
-use neardup::{demo, kafka, replay, summary};
+use neardup::{demo, eval, kafka, replay, summary};
 use tokio::sync::watch;
 
 fn main() -> std::process::ExitCode {
@@ -37,6 +38,10 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }),
         Command::Demo(args) => runtime()?.block_on(demo::demo(&args)),
+        Command::Eval(args) => {
+            print!("{}", eval::run(&args)?);
+            Ok(())
+        }
     }
 }
 

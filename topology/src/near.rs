@@ -134,8 +134,10 @@ pub struct NearConfig {
     pub max_bucket: usize,
     /// A page joining an exact group of this many pages or more gets no exact candidates.
     pub max_pairs_per_join: usize,
-    /// Default policy: minimum discounted Jaccard.
+    /// Default policy: minimum discounted Jaccard for pages whose URLs end in the same name.
     pub min_jaccard: f64,
+    /// Default policy: minimum discounted Jaccard for pages whose URLs end in different names.
+    pub min_jaccard_renamed: f64,
     /// Default policy: minimum undiscounted min-value positions to judge on.
     pub min_support: u32,
     /// Default policy: minimum C-similarity.
@@ -155,6 +157,7 @@ impl Default for NearConfig {
             max_bucket: 128,
             max_pairs_per_join: 1000,
             min_jaccard: 0.7,
+            min_jaccard_renamed: 0.9,
             min_support: 12,
             min_c_similarity: 330,
             boilerplate_sample: 32,
@@ -304,7 +307,14 @@ pub fn compare(a: &Sketch, mask_a: u128, b: &Sketch, mask_b: u128) -> Comparison
 
 impl NearConfig {
     /// The policy's verdict on a comparison: the pair's level, or `None` if it is no pair.
-    pub fn verdict(&self, a: &Sketch, b: &Sketch, c: &Comparison) -> Option<PairLevel> {
+    /// `same_name`: the two URLs end in the same name (see [`url_name`]).
+    pub fn verdict(
+        &self,
+        a: &Sketch,
+        b: &Sketch,
+        c: &Comparison,
+        same_name: bool,
+    ) -> Option<PairLevel> {
         if c.exact {
             return Some(PairLevel::Exact);
         }
@@ -316,9 +326,14 @@ impl NearConfig {
             Policy::AlgC => c.c_similarity >= 372,
             Policy::Combined => c.b_similarity >= 2 && c.c_similarity >= 355,
             Policy::Neardup => {
+                let min_jaccard = if same_name {
+                    self.min_jaccard
+                } else {
+                    self.min_jaccard_renamed
+                };
                 c.same_text
                     || (c.support >= self.min_support
-                        && c.discounted_jaccard >= self.min_jaccard
+                        && c.discounted_jaccard >= min_jaccard
                         && c.c_similarity >= self.min_c_similarity)
             }
         };
@@ -328,6 +343,26 @@ impl NearConfig {
             PairLevel::VerySimilar
         })
     }
+}
+
+/// The name a URL ends in, hashed: its last path segment without query or fragment; `0` for a
+/// directory or an `index.*` page (which match any name, as a directory URL serves its index).
+pub fn url_name(url: &str) -> u32 {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.split(['?', '#']).next().unwrap_or("");
+    let last = match path.split_once('/') {
+        Some((_, p)) => p.rsplit('/').next().unwrap_or(""),
+        None => "",
+    };
+    if last.is_empty() || last.starts_with("index.") {
+        0
+    } else {
+        (xxhash_rust::xxh3::xxh3_64(last.as_bytes()) as u32).max(1)
+    }
+}
+
+fn same_name(a: u32, b: u32) -> bool {
+    a == 0 || b == 0 || a == b
 }
 
 // ------------------------------------------------------------------------------------------
@@ -419,6 +454,8 @@ struct Page {
     /// The mask came from a full site sample (else it may still grow: see `mature_sample`).
     mature: bool,
     site: u32,
+    /// [`url_name`] of the URL.
+    name: u32,
     at_ms: i64,
     /// The index's fetch counter when this record was filed or last refreshed, so stale expiry
     /// entries (of an earlier fetch, or of an earlier page in a reused slot) are recognised. It
@@ -487,6 +524,8 @@ pub struct NearIndex {
     stats: NearStats,
     scratch: Vec<u32>,
     fetches: u32,
+    /// Fetches before this event time are outside the window.
+    horizon_ms: i64,
 }
 
 impl NearIndex {
@@ -505,6 +544,7 @@ impl NearIndex {
             stats: NearStats::default(),
             scratch: Vec::new(),
             fetches: 0,
+            horizon_ms: i64::MIN,
         }
     }
 
@@ -560,6 +600,11 @@ impl NearIndex {
         (index, urls)
     }
 
+    /// The sketch the window holds for `url`.
+    pub fn sketch_of(&self, url: &str) -> Option<&Sketch> {
+        self.by_url.get(url).map(|&s| &self.page(s).sketch)
+    }
+
     fn url(&self, slot: u32) -> &str {
         &self.page(slot).url
     }
@@ -574,6 +619,7 @@ impl NearIndex {
     /// it, retracting its pairs.
     pub fn advance(&mut self, watermark_ms: i64, crawl_id: Option<&str>, out: &mut Emitter) {
         let horizon = watermark_ms.saturating_sub(self.cfg.window_ms);
+        self.horizon_ms = self.horizon_ms.max(horizon);
         while let Some(&Reverse((at, slot, generation))) = self.expiry.peek() {
             if at >= horizon {
                 break;
@@ -590,8 +636,13 @@ impl NearIndex {
         matches!(&self.pages[slot as usize], Some(p) if p.generation == generation)
     }
 
-    /// Handles one fetch.
+    /// Handles one fetch. A fetch older than the URL's entry, or already outside the window,
+    /// is ignored (counted as stale).
     pub fn observe(&mut self, f: &Fetch<'_>, out: &mut Emitter) {
+        if f.fetched_at_ms < self.horizon_ms {
+            self.stats.stale += 1;
+            return;
+        }
         let existing = self.by_url.get(f.url).copied();
         if let Some(slot) = existing {
             if f.fetched_at_ms < self.page(slot).at_ms {
@@ -635,7 +686,8 @@ impl NearIndex {
             self.stats.verified += 1;
             let (pa, pc) = (self.page(slot), self.page(c));
             let cmp = compare(&pa.sketch, pa.mask, &pc.sketch, pc.mask);
-            if let Some(level) = self.cfg.verdict(&pa.sketch, &pc.sketch, &cmp) {
+            let named = same_name(pa.name, pc.name);
+            if let Some(level) = self.cfg.verdict(&pa.sketch, &pc.sketch, &cmp, named) {
                 let info = PairInfo {
                     level,
                     b: cmp.b_similarity,
@@ -759,6 +811,7 @@ impl NearIndex {
             mask,
             mature,
             site,
+            name: url_name(&url),
             at_ms,
             generation,
             url: url.clone(),
@@ -866,7 +919,8 @@ impl NearIndex {
         for partner in partners {
             let (pa, pb) = (self.page(slot), self.page(partner));
             let cmp = compare(&pa.sketch, pa.mask, &pb.sketch, pb.mask);
-            let verdict = self.cfg.verdict(&pa.sketch, &pb.sketch, &cmp);
+            let named = same_name(pa.name, pb.name);
+            let verdict = self.cfg.verdict(&pa.sketch, &pb.sketch, &cmp, named);
             let purl = pb.url.clone();
             let key = ordered(slot, partner);
             let info = self.pairs[&key];
@@ -941,5 +995,91 @@ fn ordered(a: u32, b: u32) -> (u32, u32) {
         (a, b)
     } else {
         (b, a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_names_drop_query_and_treat_directories_as_wildcards() {
+        assert_eq!(
+            url_name("http://a.example/docs/x.html?sid=1"),
+            url_name("https://b.example/m/x.html")
+        );
+        assert_ne!(
+            url_name("http://a.example/docs/x.html"),
+            url_name("http://a.example/docs/y.html")
+        );
+        assert_eq!(url_name("http://a.example/docs/"), 0);
+        assert_eq!(url_name("http://a.example"), 0);
+        assert_eq!(url_name("http://a.example/docs/index.html"), 0);
+        assert!(same_name(0, url_name("http://a.example/x.html")));
+    }
+
+    #[test]
+    fn bbit_estimate_corrects_random_byte_matches() {
+        assert_eq!(bbit_estimate(84, 84), 1.0);
+        // A random pair agrees on 84/256 of positions in expectation: estimate 0.
+        assert!(bbit_estimate(0, 84) == 0.0);
+        assert!((bbit_estimate(42, 84) - (0.5 - 1.0 / 256.0) / (1.0 - 1.0 / 256.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn multimap_keeps_every_page_of_a_key_and_forgets_removed_ones() {
+        let mut m = MultiMap::default();
+        m.insert(7, 1);
+        assert_eq!(m.get(7), &[1]);
+        m.insert(7, 2);
+        m.insert(7, 3);
+        assert_eq!(m.get(7), &[1, 2, 3]);
+        m.remove(7, 2);
+        assert_eq!(m.get(7), &[1, 3]);
+        m.remove(7, 1);
+        assert_eq!(m.get(7), &[3]);
+        m.insert(8, 4);
+        m.insert(8, 5);
+        // The spill list freed by key 7 is reused.
+        assert_eq!(m.spill.len(), 1);
+        m.remove(7, 3);
+        assert!(m.get(7).is_empty());
+        assert_eq!(m.get(8), &[4, 5]);
+    }
+
+    #[test]
+    fn boilerplate_positions_do_not_count() {
+        let mut a = Sketch {
+            mins: [0; MINVALUES],
+            ss: [0; 6],
+            simhash: [0; 6],
+            checksum: 1,
+            text: 1,
+            has_terms: true,
+        };
+        for (i, m) in a.mins.iter_mut().enumerate() {
+            *m = i as u8;
+        }
+        let mut b = a.clone();
+        b.checksum = 2;
+        b.text = 2;
+        // b differs from a on the first 20 positions only.
+        for m in b.mins.iter_mut().take(20) {
+            *m = m.wrapping_add(100);
+        }
+        let none = compare(&a, 0, &b, 0);
+        assert_eq!(none.agreeing, 64);
+        assert_eq!(none.support, 84);
+        // If positions 20..84 are a template, only the 20 differing positions are left.
+        let template: u128 = ((1u128 << 84) - 1) & !((1u128 << 20) - 1);
+        let c = compare(&a, template, &b, 0);
+        assert_eq!(c.support, 20);
+        assert_eq!(c.discounted_jaccard, 0.0);
+        let cfg = NearConfig::default();
+        assert!(
+            cfg.verdict(&a, &b, &none, true).is_none()
+                || none.discounted_jaccard >= cfg.min_jaccard
+        );
+        assert_eq!(cfg.verdict(&a, &b, &c, true), None);
     }
 }

@@ -17,7 +17,10 @@ fn signature_events_of_fixed_pages_are_pinned() {
     let mut got = String::new();
     for (i, line) in input.lines().enumerate() {
         let mut out = vec![];
-        let src = Source::File { file: "pages.jsonl".into(), line: i as u64 + 1 };
+        let src = Source::File {
+            file: "pages.jsonl".into(),
+            line: i as u64 + 1,
+        };
         topo.process(line.as_bytes(), &src, &mut out);
         for e in out.iter().filter(|e| e.kind == OutputKind::Signatures) {
             got.push_str(std::str::from_utf8(&e.value).unwrap());
