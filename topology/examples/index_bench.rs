@@ -26,104 +26,9 @@ use std::time::Instant;
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-const SITES: usize = 2000;
-
-struct Stream {
-    rng: Rng,
-    templates: Vec<([u8; 84], u64)>,
-    recent: Vec<Sketch>,
-    n: u64,
-}
-
-impl Stream {
-    fn new(seed: u64) -> Self {
-        let mut rng = Rng(seed);
-        let templates = (0..SITES)
-            .map(|s| {
-                let mut t = [0u8; 84];
-                for v in t.iter_mut() {
-                    *v = rng.next() as u8;
-                }
-                let share = [0u64, 30, 90][s % 3];
-                (t, share)
-            })
-            .collect();
-        Stream {
-            rng,
-            templates,
-            recent: Vec::new(),
-            n: 0,
-        }
-    }
-
-    /// The next (site, sketch).
-    fn next(&mut self) -> (usize, Sketch) {
-        self.n += 1;
-        let site = self.rng.below(SITES as u64) as usize;
-        let sketch = if !self.recent.is_empty() && self.rng.below(4) == 0 {
-            let i = self.rng.below(self.recent.len() as u64) as usize;
-            let mut s = self.recent[i].clone();
-            for _ in 0..4 {
-                let p = self.rng.below(84) as usize;
-                s.mins[p] = self.rng.next() as u8;
-            }
-            s.simhash[0] ^= 1 << self.rng.below(64);
-            s.checksum = self.rng.next();
-            s.text = self.rng.next();
-            s
-        } else {
-            let (template, share) = self.templates[site];
-            let mut mins = [0u8; 84];
-            for (i, m) in mins.iter_mut().enumerate() {
-                *m = if self.rng.below(100) < share {
-                    template[i]
-                } else {
-                    self.rng.next() as u8
-                };
-            }
-            let mut simhash = [0u64; 6];
-            for w in simhash.iter_mut() {
-                *w = self.rng.next();
-            }
-            Sketch {
-                mins,
-                ss: [
-                    self.rng.next() as u16,
-                    self.rng.next() as u16,
-                    self.rng.next() as u16,
-                    self.rng.next() as u16,
-                    self.rng.next() as u16,
-                    self.rng.next() as u16,
-                ],
-                simhash,
-                checksum: self.rng.next(),
-                text: self.rng.next(),
-                has_terms: true,
-            }
-        };
-        if self.recent.len() < 10_000 {
-            self.recent.push(sketch.clone());
-        } else {
-            let i = (self.n % 10_000) as usize;
-            self.recent[i] = sketch.clone();
-        }
-        (site, sketch)
-    }
-}
+#[path = "../benches/common/stream.rs"]
+mod stream;
+use stream::{Stream, SITES};
 
 fn url(site: usize, page: u64) -> String {
     format!("http://www.site{site}.example/docs/section/page{page}.html")
@@ -180,8 +85,8 @@ fn main() {
         fill_rates.push(pages as f64 / secs);
         if rep == 0 {
             let stats = region.change();
-            let live = stats.bytes_allocated as i64 - stats.bytes_deallocated as i64
-                + stats.bytes_reallocated as i64;
+            // realloc growth and shrinkage are already in bytes_(de)allocated.
+            let live = stats.bytes_allocated as i64 - stats.bytes_deallocated as i64;
             let (idx, urls) = index.memory_bytes();
             let st = index.stats();
             report = format!(

@@ -270,12 +270,35 @@ fn bbit_estimate(agree: u32, of: u32) -> f64 {
     ((f64::from(agree) / f64::from(of) - r) / (1.0 - r)).clamp(0.0, 1.0)
 }
 
+/// Bit i set when `a[i] == b[i]`, eight bytes at a time (SWAR: a byte of `a ^ b` is zero
+/// exactly when its high bit stays clear after adding 0x7f to its low seven bits and or-ing).
+pub fn agreement(a: &[u8; MINVALUES], b: &[u8; MINVALUES]) -> u128 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Gathers the eight high bits of a word into one byte, byte 0 lowest.
+    const GATHER: u64 = 0x0102_0408_1020_4080;
+    let mut bits = 0u128;
+    let mut i = 0;
+    while i + 8 <= MINVALUES {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let t = x ^ y;
+        let nonzero = ((t & LOW7).wrapping_add(LOW7) | t) & HIGH;
+        let equal = !nonzero & HIGH;
+        let byte = ((equal >> 7).wrapping_mul(GATHER) >> 56) as u8;
+        bits |= u128::from(byte) << i;
+        i += 8;
+    }
+    while i < MINVALUES {
+        bits |= u128::from(a[i] == b[i]) << i;
+        i += 1;
+    }
+    bits
+}
+
 /// Compares two pages' sketches and boilerplate masks.
 pub fn compare(a: &Sketch, mask_a: u128, b: &Sketch, mask_b: u128) -> Comparison {
-    let mut agree_bits: u128 = 0;
-    for i in 0..MINVALUES {
-        agree_bits |= u128::from(a.mins[i] == b.mins[i]) << i;
-    }
+    let agree_bits = agreement(&a.mins, &b.mins);
     let agreeing = agree_bits.count_ones();
     let mut b_similarity = 0u8;
     for s in 0..SUPERSHINGLES {
@@ -365,6 +388,32 @@ fn same_name(a: u32, b: u32) -> bool {
     a == 0 || b == 0 || a == b
 }
 
+/// A hasher for keys that are already well mixed (table keys, slot numbers): one multiply,
+/// instead of SipHash, which is built to resist collision attacks on keys an attacker chooses.
+/// Table keys come from a keyed mix of sketch values, so an attacker would need the mix to
+/// aim collisions at one bucket, and a bucket's size is capped for candidates anyway.
+#[derive(Debug, Default, Clone, Copy)]
+struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type MixBuild = std::hash::BuildHasherDefault<MixHasher>;
+
 // ------------------------------------------------------------------------------------------
 // The multimap
 // ------------------------------------------------------------------------------------------
@@ -374,7 +423,7 @@ const SPILL: u32 = 1 << 31;
 /// `u32 key -> pages`, a unique key costing one map entry.
 #[derive(Debug, Default)]
 struct MultiMap {
-    map: HashMap<u32, u32>,
+    map: HashMap<u32, u32, MixBuild>,
     spill: Vec<Vec<u32>>,
     free_spill: Vec<u32>,
 }
@@ -519,8 +568,8 @@ pub struct NearIndex {
     sites: HashMap<Box<str>, u32>,
     table: MultiMap,
     expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
-    pairs: HashMap<(u32, u32), PairInfo>,
-    partners: HashMap<u32, Vec<u32>>,
+    pairs: HashMap<(u32, u32), PairInfo, MixBuild>,
+    partners: HashMap<u32, Vec<u32>, MixBuild>,
     stats: NearStats,
     scratch: Vec<u32>,
     fetches: u32,
@@ -539,8 +588,8 @@ impl NearIndex {
             sites: HashMap::new(),
             table: MultiMap::default(),
             expiry: BinaryHeap::new(),
-            pairs: HashMap::new(),
-            partners: HashMap::new(),
+            pairs: HashMap::default(),
+            partners: HashMap::default(),
             stats: NearStats::default(),
             scratch: Vec::new(),
             fetches: 0,
@@ -863,9 +912,9 @@ impl NearIndex {
         if mature {
             let mut counts = [0u16; MINVALUES];
             for &s in &sample {
-                let other = &self.page(s).sketch.mins;
-                for i in 0..MINVALUES {
-                    counts[i] += u16::from(other[i] == sketch.mins[i]);
+                let agree = agreement(&self.page(s).sketch.mins, &sketch.mins);
+                for (i, c) in counts.iter_mut().enumerate() {
+                    *c += ((agree >> i) & 1) as u16;
                 }
             }
             for (i, &n) in counts.iter().enumerate() {
@@ -898,10 +947,7 @@ impl NearIndex {
             if p.mature {
                 continue;
             }
-            let mut shared = 0u128;
-            for i in 0..MINVALUES {
-                shared |= u128::from(p.sketch.mins[i] == sk_new.mins[i]) << i;
-            }
+            let shared = agreement(&p.sketch.mins, &sk_new.mins);
             let page = self.pages[s as usize].as_mut().expect("live page");
             page.mask |= mask & shared;
             page.mature = true;
@@ -1081,5 +1127,29 @@ mod tests {
                 || none.discounted_jaccard >= cfg.min_jaccard
         );
         assert_eq!(cfg.verdict(&a, &b, &c, true), None);
+    }
+}
+
+#[cfg(test)]
+mod agreement_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The SWAR agreement equals the byte-by-byte definition.
+        #[test]
+        fn swar_agreement_matches_bytewise(a in prop::collection::vec(any::<u8>(), MINVALUES),
+                                           flips in prop::collection::vec((0..MINVALUES, any::<u8>()), 0..40)) {
+            let a: [u8; MINVALUES] = a.try_into().unwrap();
+            let mut b = a;
+            for (i, v) in flips {
+                b[i] = v;
+            }
+            let mut expect = 0u128;
+            for i in 0..MINVALUES {
+                expect |= u128::from(a[i] == b[i]) << i;
+            }
+            prop_assert_eq!(agreement(&a, &b), expect);
+        }
     }
 }

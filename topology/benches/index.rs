@@ -1,0 +1,81 @@
+//! Speed of the sketch index: one `observe` = insert + candidate lookup + verification (+ the
+//! removal of the URL's previous content), in a steady-state window of 100,000 URLs, on the
+//! synthetic stream of `common/stream.rs`. Reports pages per second (criterion's `elem/s`).
+//!
+//! ```text
+//! cargo bench -p neardup-topology --bench index
+//! ```
+//! `examples/index_bench.rs` prints the memory per windowed page and the fill rate.
+
+// `criterion_group!` defines an undocumented public function.
+#![allow(missing_docs)]
+
+mod common {
+    pub mod stream;
+}
+
+use common::stream::{Stream, SITES};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use neardup_topology::near::{Fetch, NearConfig, NearIndex, Policy, Sketch};
+use neardup_topology::Emitter;
+
+const WINDOW: u64 = 100_000;
+const BATCH: u64 = 10_000;
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("index");
+    group.throughput(Throughput::Elements(BATCH));
+    for policy in [Policy::Neardup, Policy::AlgB, Policy::AlgC] {
+        let mut stream = Stream::new(3);
+        let urls: Vec<String> = (0..WINDOW)
+            .map(|p| {
+                format!(
+                    "http://www.site{}.example/docs/page{p}.html",
+                    p as usize % SITES
+                )
+            })
+            .collect();
+        let mut index = NearIndex::new(NearConfig {
+            policy,
+            ..NearConfig::default()
+        });
+        let mut out = Emitter::new();
+        let mut n: u64 = 0;
+        let mut feed = |index: &mut NearIndex, out: &mut Emitter, sketch: &Sketch, n: u64| {
+            index.observe(
+                &Fetch {
+                    url: &urls[(n % WINDOW) as usize],
+                    sketch: Some(sketch),
+                    fetched_at_ms: n as i64,
+                    crawl_id: None,
+                },
+                out,
+            );
+            out.drain().for_each(drop);
+        };
+        // Warm up to a full window.
+        for _ in 0..WINDOW {
+            let (_, s) = stream.next();
+            feed(&mut index, &mut out, &s, n);
+            n += 1;
+        }
+        // Fresh content for every batch, so each observe replaces a URL's content (a repeated
+        // sketch would take the cheap unchanged-refetch path).
+        group.bench_function(format!("observe_{}", policy.name()), |b| {
+            b.iter_batched(
+                || (0..BATCH).map(|_| stream.next().1).collect::<Vec<Sketch>>(),
+                |batch| {
+                    for s in &batch {
+                        feed(&mut index, &mut out, s, n);
+                        n += 1;
+                    }
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
