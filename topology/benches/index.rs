@@ -41,7 +41,7 @@ fn bench(c: &mut Criterion) {
         });
         let mut out = Emitter::new();
         let mut n: u64 = 0;
-        let mut feed = |index: &mut NearIndex, out: &mut Emitter, sketch: &Sketch, n: u64| {
+        let feed = |index: &mut NearIndex, out: &mut Emitter, sketch: &Sketch, n: u64| {
             index.observe(
                 &Fetch {
                     url: &urls[(n % WINDOW) as usize],
