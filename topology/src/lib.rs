@@ -20,6 +20,7 @@
 //! ```
 
 pub mod charset;
+pub mod clusters;
 pub mod decode;
 mod emit;
 pub mod exact;
@@ -38,7 +39,7 @@ pub use decode::{decode, DecodeError, DecodeLimits};
 pub use emit::{Emit, Emitter};
 
 use neardup_schemas::{
-    Body, ChangeSinceLast, ContentSignatures, DeadLetterReason, OutputKind, PageEvent,
+    Body, ChangeSinceLast, ContentSignatures, DeadLetterReason, OutputKind, PageEvent, PairLevel,
     SignatureEvent, Source,
 };
 use signer::{Signer, SignerConfig};
@@ -121,6 +122,10 @@ pub struct Topology {
     params: String,
     exact: exact::ExactIndex,
     near: near::NearIndex,
+    /// Clusters over all live pairs (`very_similar` and up).
+    similar: clusters::Clusters,
+    /// Clusters over `virtually_identical` and `exact` pairs.
+    identical: clusters::Clusters,
     history: history::History,
     signer: Signer,
     watermark_ms: i64,
@@ -141,6 +146,8 @@ impl Topology {
                 max_pairs_per_join: cfg.max_pairs_per_join,
                 ..cfg.near.clone()
             }),
+            similar: clusters::Clusters::new(PairLevel::VerySimilar),
+            identical: clusters::Clusters::new(PairLevel::VirtuallyIdentical),
             history: history::History::new(cfg.window_ms),
             signer: Signer::new(cfg.signer.clone()),
             cfg,
@@ -255,6 +262,40 @@ impl Topology {
             },
             &mut self.emitter,
         );
+        self.update_clusters(page.fetched_at_ms);
+    }
+
+    /// Feeds the pair changes of the last step to the clusters of both levels.
+    fn update_clusters(&mut self, at_ms: i64) {
+        let identical = |l: Option<PairLevel>| {
+            matches!(l, Some(PairLevel::VirtuallyIdentical | PairLevel::Exact))
+        };
+        for ch in self.near.take_changes() {
+            for (clusters, before, after) in [
+                (&mut self.similar, ch.before.is_some(), ch.after.is_some()),
+                (
+                    &mut self.identical,
+                    identical(ch.before),
+                    identical(ch.after),
+                ),
+            ] {
+                match (before, after) {
+                    (false, true) => clusters.add_pair(&ch.a, &ch.b, at_ms, &mut self.emitter),
+                    (true, false) => clusters.remove_pair(&ch.a, &ch.b, &mut self.emitter),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The clusters of a level (`very_similar` or `virtually_identical`; exact clusters are
+    /// [`exact::ExactIndex`]'s).
+    pub fn clusters(&self, level: PairLevel) -> Option<&clusters::Clusters> {
+        match level {
+            PairLevel::VerySimilar => Some(&self.similar),
+            PairLevel::VirtuallyIdentical => Some(&self.identical),
+            PairLevel::Exact => None,
+        }
     }
 
     /// Every signature of a page with content, and its change since the URL's previous fetch.

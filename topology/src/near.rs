@@ -545,6 +545,19 @@ pub struct NearStats {
     pub hot_buckets_skipped: u64,
 }
 
+/// A pair's change of state, for the stages downstream (clusters).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairChange {
+    /// One URL.
+    pub a: Arc<str>,
+    /// The other URL.
+    pub b: Arc<str>,
+    /// The pair's level before (`None`: not live).
+    pub before: Option<PairLevel>,
+    /// The pair's level after (`None`: retracted).
+    pub after: Option<PairLevel>,
+}
+
 /// One fetch, as the index sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Fetch<'a> {
@@ -573,6 +586,7 @@ pub struct NearIndex {
     stats: NearStats,
     scratch: Vec<u32>,
     fetches: u32,
+    changes: Vec<PairChange>,
     /// Fetches before this event time are outside the window.
     horizon_ms: i64,
 }
@@ -593,8 +607,14 @@ impl NearIndex {
             stats: NearStats::default(),
             scratch: Vec::new(),
             fetches: 0,
+            changes: Vec::new(),
             horizon_ms: i64::MIN,
         }
+    }
+
+    /// The pair changes since the last call, in the order their events were emitted.
+    pub fn take_changes(&mut self) -> std::vec::Drain<'_, PairChange> {
+        self.changes.drain(..)
     }
 
     /// The configuration.
@@ -765,6 +785,12 @@ impl NearIndex {
             let before = old.iter().find(|(p, _, _)| p == partner).map(|o| o.2.level);
             if before != Some(info.level) {
                 self.emit(&url, purl, PairState::Detected, info, f.crawl_id, out);
+                self.changes.push(PairChange {
+                    a: url.clone(),
+                    b: purl.clone(),
+                    before,
+                    after: Some(info.level),
+                });
             }
         }
         self.enforce_budget(f.crawl_id, out);
@@ -781,7 +807,15 @@ impl NearIndex {
     ) {
         match state {
             PairState::Detected => self.stats.detected += 1,
-            PairState::Retracted => self.stats.retracted += 1,
+            PairState::Retracted => {
+                self.stats.retracted += 1;
+                self.changes.push(PairChange {
+                    a: Arc::from(a),
+                    b: Arc::from(b),
+                    before: Some(info.level),
+                    after: None,
+                });
+            }
         }
         out.emit(PairEvent::new(
             a.to_owned(),
@@ -984,8 +1018,14 @@ impl NearIndex {
                         c: cmp.c_similarity,
                         jaccard: (cmp.jaccard * 1e4).round() / 1e4,
                     };
-                    self.pairs.insert(key, info);
+                    let before = self.pairs.insert(key, info).map(|i| i.level);
                     self.emit(&url, &purl, PairState::Detected, &info, crawl_id, out);
+                    self.changes.push(PairChange {
+                        a: url.clone(),
+                        b: purl.clone(),
+                        before,
+                        after: Some(level),
+                    });
                 }
                 Some(_) => {}
             }

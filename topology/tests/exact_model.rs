@@ -315,7 +315,11 @@ fn replay_step(
                 let c: ClusterEvent = serde_json::from_slice(&e.value).expect("cluster");
                 prop_assert_eq!(&e.key, &c.cluster_id);
                 prop_assert_eq!(&c.at, at);
-                prop_assert_eq!(c.level, PairLevel::Exact);
+                // Near-duplicate clusters (very_similar, virtually_identical) have their own
+                // model test (cluster_model.rs); this one follows the exact clusters.
+                if c.level != PairLevel::Exact {
+                    continue;
+                }
                 prop_assert!(c.related.is_empty());
                 let id = c.cluster_id.clone();
                 let hex = id.strip_prefix("exact:").unwrap_or("");

@@ -1,0 +1,484 @@
+//! Incremental near-duplicate clusters: the connected components of the live verified pairs at
+//! one level, kept up to date as pairs are detected and retracted (seed 000 §2–3).
+//!
+//! # Rules
+//! - **Arrival** of a pair (a, b): if neither page is clustered, a cluster is `created`; if one
+//!   is, the other `joined`; if both are, in different clusters, the clusters are `merged` into
+//!   the larger one (ties: the older one), which keeps its id; the absorbed cluster's id is
+//!   named in `related` and is not used again. Cost: proportional to the absorbed cluster.
+//! - **Retraction** of a pair (a, b) in one cluster: a bidirectional breadth-first search from
+//!   a and from b, expanding the smaller frontier first, either meets (still connected: nothing
+//!   happens) or exhausts one side, which is then a complete component. So a split costs in
+//!   proportion to the smaller part (at most the affected cluster), never the whole map.
+//!   The larger part keeps the id (ties: the part holding the canonical member). The other part
+//!   becomes a new cluster (`split` on the old id naming it in `related`, then `created`), or,
+//!   if it is a single page, that page has `left`; a cluster left with one page is `dissolved`.
+//! - **Ids** are `<level>-<16 hex>`, a hash of the level, the first pair and a per-level counter,
+//!   so a replay of the same input gives the same ids, and a cluster keeps its id while members
+//!   join and leave.
+//! - **Canonical member** (the survivor policy, after Nutch's `DeduplicationJob`, extended to
+//!   near-duplicates): the member that entered the clustering first (the event time of its
+//!   first live pair at this level); ties broken by https over http, then the shorter URL, then
+//!   the earlier arrival. Every change that moves the canonical emits `canonical_changed`.
+
+use crate::emit::Emitter;
+use neardup_schemas::{ClusterChangeKind, ClusterEvent, OutputKind, PairLevel};
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+/// The order of members for the canonical choice: smaller is preferred.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Rank {
+    first_ms: i64,
+    http: bool,
+    len: u32,
+    node: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Cluster {
+    id: Arc<str>,
+    members: BTreeSet<Rank>,
+}
+
+impl Cluster {
+    fn canonical(&self) -> u32 {
+        self.members.first().expect("non-empty cluster").node
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    url: Arc<str>,
+    rank: Rank,
+    cluster: Option<u32>,
+    adj: Vec<u32>,
+}
+
+/// Counters.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ClusterStats {
+    /// Clusters alive now.
+    pub clusters: u64,
+    /// Pages in a cluster now.
+    pub clustered_pages: u64,
+    /// Splits (a cluster into two of two or more pages).
+    pub splits: u64,
+    /// Merges.
+    pub merges: u64,
+}
+
+/// The clusters of one level.
+#[derive(Debug)]
+pub struct Clusters {
+    level: PairLevel,
+    nodes: Vec<Node>,
+    by_url: HashMap<Arc<str>, u32>,
+    free_nodes: Vec<u32>,
+    clusters: HashMap<u32, Cluster>,
+    next_cluster: u32,
+    created: u64,
+    stats: ClusterStats,
+}
+
+/// A cluster as the map shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// The cluster id.
+    pub id: String,
+    /// Members.
+    pub size: u64,
+    /// The canonical member.
+    pub canonical: String,
+}
+
+impl Clusters {
+    /// Empty clusters of `level`.
+    pub fn new(level: PairLevel) -> Self {
+        Clusters {
+            level,
+            nodes: Vec::new(),
+            by_url: HashMap::new(),
+            free_nodes: Vec::new(),
+            clusters: HashMap::new(),
+            next_cluster: 0,
+            created: 0,
+            stats: ClusterStats::default(),
+        }
+    }
+
+    /// The level.
+    pub fn level(&self) -> PairLevel {
+        self.level
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ClusterStats {
+        ClusterStats {
+            clusters: self.clusters.len() as u64,
+            clustered_pages: self.clusters.values().map(|c| c.members.len() as u64).sum(),
+            ..self.stats.clone()
+        }
+    }
+
+    /// The cluster of `url`, if any.
+    pub fn cluster_of(&self, url: &str) -> Option<ClusterInfo> {
+        let node = &self.nodes[*self.by_url.get(url)? as usize];
+        let c = &self.clusters[&node.cluster?];
+        Some(ClusterInfo {
+            id: c.id.to_string(),
+            size: c.members.len() as u64,
+            canonical: self.nodes[c.canonical() as usize].url.to_string(),
+        })
+    }
+
+    /// Every clustered URL with its cluster, sorted by URL (the cluster map).
+    pub fn map(&self) -> Vec<(String, ClusterInfo)> {
+        let mut out: Vec<(String, ClusterInfo)> = self
+            .by_url
+            .keys()
+            .filter_map(|u| Some((u.to_string(), self.cluster_of(u)?)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The member sets of all clusters, each sorted, sorted (for tests).
+    pub fn components(&self) -> Vec<Vec<String>> {
+        let mut out: Vec<Vec<String>> = self
+            .clusters
+            .values()
+            .map(|c| {
+                let mut m: Vec<String> = c
+                    .members
+                    .iter()
+                    .map(|r| self.nodes[r.node as usize].url.to_string())
+                    .collect();
+                m.sort();
+                m
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn node(&mut self, url: &str, at_ms: i64) -> u32 {
+        if let Some(&n) = self.by_url.get(url) {
+            return n;
+        }
+        let url: Arc<str> = Arc::from(url);
+        let fresh = Node {
+            url: url.clone(),
+            rank: Rank {
+                first_ms: at_ms,
+                http: !url.starts_with("https:"),
+                len: url.len() as u32,
+                node: 0,
+            },
+            cluster: None,
+            adj: Vec::new(),
+        };
+        let n = match self.free_nodes.pop() {
+            Some(n) => {
+                self.nodes[n as usize] = fresh;
+                n
+            }
+            None => {
+                self.nodes.push(fresh);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.nodes[n as usize].rank.node = n;
+        self.by_url.insert(url, n);
+        n
+    }
+
+    /// Forgets a node that has no edges and no cluster, so a later return ranks it anew.
+    fn release(&mut self, n: u32) {
+        let node = &self.nodes[n as usize];
+        if node.adj.is_empty() && node.cluster.is_none() && self.by_url.get(&node.url) == Some(&n) {
+            let url = node.url.clone();
+            self.by_url.remove(&url);
+            self.free_nodes.push(n);
+        }
+    }
+
+    fn new_cluster(&mut self, a: u32, b: u32) -> u32 {
+        self.created += 1;
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(level_tag(self.level).as_bytes());
+        h.update(&[0]);
+        h.update(self.nodes[a as usize].url.as_bytes());
+        h.update(&[0]);
+        h.update(self.nodes[b as usize].url.as_bytes());
+        h.update(&self.created.to_le_bytes());
+        let id: Arc<str> = Arc::from(format!("{}-{:016x}", level_tag(self.level), h.digest()));
+        let c = self.next_cluster;
+        self.next_cluster += 1;
+        self.clusters.insert(
+            c,
+            Cluster {
+                id,
+                members: BTreeSet::new(),
+            },
+        );
+        c
+    }
+
+    fn attach(&mut self, c: u32, n: u32) {
+        self.nodes[n as usize].cluster = Some(c);
+        let rank = self.nodes[n as usize].rank;
+        self.clusters
+            .get_mut(&c)
+            .expect("cluster")
+            .members
+            .insert(rank);
+    }
+
+    /// A pair became live at this level.
+    pub fn add_pair(&mut self, a: &str, b: &str, at_ms: i64, out: &mut Emitter) {
+        let (na, nb) = (self.node(a, at_ms), self.node(b, at_ms));
+        if na == nb || self.nodes[na as usize].adj.contains(&nb) {
+            return;
+        }
+        self.nodes[na as usize].adj.push(nb);
+        self.nodes[nb as usize].adj.push(na);
+        match (
+            self.nodes[na as usize].cluster,
+            self.nodes[nb as usize].cluster,
+        ) {
+            (None, None) => {
+                let c = self.new_cluster(na, nb);
+                self.attach(c, na);
+                self.attach(c, nb);
+                let mut added = vec![self.url(na), self.url(nb)];
+                added.sort();
+                self.emit(c, ClusterChangeKind::Created, added, vec![], vec![], out);
+            }
+            (Some(c), None) | (None, Some(c)) => {
+                let joiner = if self.nodes[na as usize].cluster.is_none() {
+                    na
+                } else {
+                    nb
+                };
+                let before = self.clusters[&c].canonical();
+                self.attach(c, joiner);
+                let added = vec![self.url(joiner)];
+                self.emit(c, ClusterChangeKind::Joined, added, vec![], vec![], out);
+                self.canonical_moved(c, before, out);
+            }
+            (Some(ca), Some(cb)) if ca != cb => {
+                let (sa, sb) = (
+                    self.clusters[&ca].members.len(),
+                    self.clusters[&cb].members.len(),
+                );
+                // The larger keeps its id; on a tie the older (lower number) does.
+                let (keep, gone) = if sa > sb || (sa == sb && ca < cb) {
+                    (ca, cb)
+                } else {
+                    (cb, ca)
+                };
+                let before = self.clusters[&keep].canonical();
+                let absorbed = self.clusters.remove(&gone).expect("cluster");
+                let mut added = Vec::with_capacity(absorbed.members.len());
+                for r in &absorbed.members {
+                    self.attach(keep, r.node);
+                    added.push(self.url(r.node));
+                }
+                added.sort();
+                self.stats.merges += 1;
+                let related = vec![absorbed.id.to_string()];
+                self.emit(keep, ClusterChangeKind::Merged, added, vec![], related, out);
+                self.canonical_moved(keep, before, out);
+            }
+            _ => {}
+        }
+    }
+
+    /// A pair stopped being live at this level.
+    pub fn remove_pair(&mut self, a: &str, b: &str, out: &mut Emitter) {
+        let (Some(&na), Some(&nb)) = (self.by_url.get(a), self.by_url.get(b)) else {
+            return;
+        };
+        let Some(p) = self.nodes[na as usize].adj.iter().position(|&x| x == nb) else {
+            return;
+        };
+        self.nodes[na as usize].adj.swap_remove(p);
+        let q = self.nodes[nb as usize]
+            .adj
+            .iter()
+            .position(|&x| x == na)
+            .expect("symmetric edge");
+        self.nodes[nb as usize].adj.swap_remove(q);
+        let c = self.nodes[na as usize]
+            .cluster
+            .expect("an edge lies in a cluster");
+        if let Some(part) = self.separated(na, nb) {
+            self.split_off(c, part, out);
+        }
+        self.release(na);
+        self.release(nb);
+    }
+
+    /// `None` if a and b are still connected; else the complete component of one of them (the
+    /// one whose search ran out first).
+    fn separated(&self, a: u32, b: u32) -> Option<Vec<u32>> {
+        let mut seen: [HashSet<u32>; 2] = [HashSet::from([a]), HashSet::from([b])];
+        let mut queue: [VecDeque<u32>; 2] = [VecDeque::from([a]), VecDeque::from([b])];
+        let mut order: [Vec<u32>; 2] = [vec![a], vec![b]];
+        loop {
+            // Expand the side with the smaller frontier; stop when one side is exhausted.
+            let s = usize::from(queue[1].len() < queue[0].len());
+            let Some(x) = queue[s].pop_front() else {
+                return Some(std::mem::take(&mut order[s]));
+            };
+            for &y in &self.nodes[x as usize].adj {
+                if seen[1 - s].contains(&y) {
+                    return None;
+                }
+                if seen[s].insert(y) {
+                    queue[s].push_back(y);
+                    order[s].push(y);
+                }
+            }
+        }
+    }
+
+    fn split_off(&mut self, c: u32, part: Vec<u32>, out: &mut Emitter) {
+        let total = self.clusters[&c].members.len();
+        let before = self.clusters[&c].canonical();
+        let part_set: HashSet<u32> = part.iter().copied().collect();
+        let (moving, staying_len) = {
+            // The larger part keeps the id; on a tie, the part holding the canonical member.
+            let rest = total - part.len();
+            if part.len() > rest || (part.len() == rest && part_set.contains(&before)) {
+                let cl = &self.clusters[&c];
+                let others: Vec<u32> = cl
+                    .members
+                    .iter()
+                    .map(|r| r.node)
+                    .filter(|n| !part_set.contains(n))
+                    .collect();
+                (others, part.len())
+            } else {
+                (part, rest)
+            }
+        };
+        for &n in &moving {
+            let rank = self.nodes[n as usize].rank;
+            self.clusters
+                .get_mut(&c)
+                .expect("cluster")
+                .members
+                .remove(&rank);
+            self.nodes[n as usize].cluster = None;
+        }
+        let mut removed: Vec<String> = moving.iter().map(|&n| self.url(n)).collect();
+        removed.sort();
+        if moving.len() >= 2 {
+            let (a, b) = {
+                let mut m = moving.clone();
+                m.sort_by(|x, y| {
+                    self.nodes[*x as usize]
+                        .url
+                        .cmp(&self.nodes[*y as usize].url)
+                });
+                (m[0], m[1])
+            };
+            let nc = self.new_cluster(a, b);
+            for &n in &moving {
+                self.attach(nc, n);
+            }
+            self.stats.splits += 1;
+            let related = vec![self.clusters[&nc].id.to_string()];
+            self.emit(
+                c,
+                ClusterChangeKind::Split,
+                vec![],
+                removed.clone(),
+                related,
+                out,
+            );
+            self.emit(nc, ClusterChangeKind::Created, removed, vec![], vec![], out);
+            self.canonical_moved(c, before, out);
+        } else if staying_len >= 2 {
+            self.emit(c, ClusterChangeKind::Left, vec![], removed, vec![], out);
+            self.canonical_moved(c, before, out);
+        } else {
+            // Two pages, now apart: the cluster is gone.
+            let last = self.clusters[&c].canonical();
+            self.nodes[last as usize].cluster = None;
+            removed.push(self.url(last));
+            removed.sort();
+            let gone = self.clusters.remove(&c).expect("cluster");
+            out.emit(ClusterEvent {
+                schema: OutputKind::Clusters.schema().into(),
+                event_id: String::new(),
+                cluster_id: gone.id.to_string(),
+                level: self.level,
+                change: ClusterChangeKind::Dissolved,
+                size: 0,
+                canonical: None,
+                added: vec![],
+                removed,
+                related: vec![],
+                at: out.at().to_owned(),
+            });
+            self.release(last);
+        }
+        for n in moving {
+            self.release(n);
+        }
+    }
+
+    fn canonical_moved(&mut self, c: u32, before: u32, out: &mut Emitter) {
+        if self.clusters[&c].canonical() != before {
+            self.emit(
+                c,
+                ClusterChangeKind::CanonicalChanged,
+                vec![],
+                vec![],
+                vec![],
+                out,
+            );
+        }
+    }
+
+    fn url(&self, n: u32) -> String {
+        self.nodes[n as usize].url.to_string()
+    }
+
+    fn emit(
+        &self,
+        c: u32,
+        change: ClusterChangeKind,
+        added: Vec<String>,
+        removed: Vec<String>,
+        related: Vec<String>,
+        out: &mut Emitter,
+    ) {
+        let cl = &self.clusters[&c];
+        out.emit(ClusterEvent {
+            schema: OutputKind::Clusters.schema().into(),
+            event_id: String::new(),
+            cluster_id: cl.id.to_string(),
+            level: self.level,
+            change,
+            size: cl.members.len() as u64,
+            canonical: Some(self.url(cl.canonical())),
+            added,
+            removed,
+            related,
+            at: out.at().to_owned(),
+        });
+    }
+}
+
+fn level_tag(level: PairLevel) -> &'static str {
+    match level {
+        PairLevel::Exact => "ex",
+        PairLevel::VirtuallyIdentical => "vi",
+        PairLevel::VerySimilar => "vs",
+    }
+}
