@@ -80,6 +80,19 @@ pub struct Clusters {
     next_cluster: u32,
     created: u64,
     stats: ClusterStats,
+    moves: Vec<Move>,
+}
+
+/// A page moving between clusters. Cluster numbers are internal (not the public ids) and are
+/// never reused for another cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    /// The page.
+    pub url: Arc<str>,
+    /// The cluster it was in.
+    pub from: Option<u32>,
+    /// The cluster it is in now.
+    pub to: Option<u32>,
 }
 
 /// A cluster as the map shows it.
@@ -105,6 +118,7 @@ impl Clusters {
             next_cluster: 0,
             created: 0,
             stats: ClusterStats::default(),
+            moves: Vec::new(),
         }
     }
 
@@ -227,6 +241,12 @@ impl Clusters {
     }
 
     fn attach(&mut self, c: u32, n: u32) {
+        let from = self.nodes[n as usize].cluster;
+        self.moves.push(Move {
+            url: self.nodes[n as usize].url.clone(),
+            from,
+            to: Some(c),
+        });
         self.nodes[n as usize].cluster = Some(c);
         let rank = self.nodes[n as usize].rank;
         self.clusters
@@ -234,6 +254,21 @@ impl Clusters {
             .expect("cluster")
             .members
             .insert(rank);
+    }
+
+    fn detach(&mut self, n: u32) {
+        let from = self.nodes[n as usize].cluster.take();
+        self.moves.push(Move {
+            url: self.nodes[n as usize].url.clone(),
+            from,
+            to: None,
+        });
+    }
+
+    /// The membership moves since the last call, in order (for the mirror stage). Whoever
+    /// owns the clusters drains them after every step, or they accumulate.
+    pub fn take_moves(&mut self) -> std::vec::Drain<'_, Move> {
+        self.moves.drain(..)
     }
 
     /// A pair became live at this level.
@@ -372,7 +407,7 @@ impl Clusters {
                 .expect("cluster")
                 .members
                 .remove(&rank);
-            self.nodes[n as usize].cluster = None;
+            self.detach(n);
         }
         let mut removed: Vec<String> = moving.iter().map(|&n| self.url(n)).collect();
         removed.sort();
@@ -408,7 +443,7 @@ impl Clusters {
         } else {
             // Two pages, now apart: the cluster is gone.
             let last = self.clusters[&c].canonical();
-            self.nodes[last as usize].cluster = None;
+            self.detach(last);
             removed.push(self.url(last));
             removed.sort();
             let gone = self.clusters.remove(&c).expect("cluster");

@@ -25,6 +25,7 @@ pub mod decode;
 mod emit;
 pub mod exact;
 pub mod history;
+pub mod mirrors;
 pub mod near;
 pub mod resolve;
 pub mod signer;
@@ -126,6 +127,8 @@ pub struct Topology {
     similar: clusters::Clusters,
     /// Clusters over `virtually_identical` and `exact` pairs.
     identical: clusters::Clusters,
+    /// Mirrored hosts, aliases and auto-mirrors, from the `very_similar` clusters.
+    mirrors: mirrors::Mirrors,
     history: history::History,
     signer: Signer,
     watermark_ms: i64,
@@ -148,6 +151,7 @@ impl Topology {
             }),
             similar: clusters::Clusters::new(PairLevel::VerySimilar),
             identical: clusters::Clusters::new(PairLevel::VirtuallyIdentical),
+            mirrors: mirrors::Mirrors::new(mirrors::MirrorConfig::default()),
             history: history::History::new(cfg.window_ms),
             signer: Signer::new(cfg.signer.clone()),
             cfg,
@@ -221,6 +225,9 @@ impl Topology {
             );
             self.history.advance(self.watermark_ms);
         }
+        if let Some(ip) = &page.ip {
+            self.mirrors.host_address(&page.url, ip);
+        }
         let signed = match (&page.body, page.has_content()) {
             (Some(body), true) => Some(self.sign(page, body)),
             _ => None,
@@ -286,6 +293,14 @@ impl Topology {
                 }
             }
         }
+        self.identical.take_moves().for_each(drop);
+        let moves: Vec<clusters::Move> = self.similar.take_moves().collect();
+        self.mirrors.apply(&moves, &mut self.emitter);
+    }
+
+    /// The mirror stage (for inspection).
+    pub fn mirrors(&self) -> &mirrors::Mirrors {
+        &self.mirrors
     }
 
     /// The clusters of a level (`very_similar` or `virtually_identical`; exact clusters are

@@ -153,6 +153,8 @@ proptest! {
         // When each URL got its first live pair (reset when it has none): the canonical rule.
         let mut entered: BTreeMap<usize, usize> = BTreeMap::new();
         let mut replay = Replay::default();
+        // Where the membership moves say each page is.
+        let mut placed: BTreeMap<String, u32> = BTreeMap::new();
         let mut out = Emitter::new();
         for (step, op) in ops.iter().enumerate() {
             out.set_at("2026-11-02T00:00:00Z");
@@ -182,7 +184,22 @@ proptest! {
                 prop_assert_eq!(&e.key, &ev.cluster_id);
                 replay.apply(&ev)?;
             }
+            for m in clusters.take_moves() {
+                let url = m.url.to_string();
+                prop_assert_eq!(placed.get(&url).copied(), m.from, "move from the wrong cluster");
+                match m.to {
+                    Some(c) => placed.insert(url, c),
+                    None => placed.remove(&url),
+                };
+            }
             let expect = scratch_components(&edges);
+            let mut by_cluster: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+            for (u, c) in &placed {
+                by_cluster.entry(*c).or_default().push(u.clone());
+            }
+            let mut moved: Vec<Vec<String>> = by_cluster.into_values().collect();
+            moved.sort();
+            prop_assert_eq!(&moved, &expect, "replayed moves != scratch");
             prop_assert_eq!(&clusters.components(), &expect, "incremental != scratch");
             prop_assert_eq!(&replay.components(), &expect, "replayed events != scratch");
             // Canonical: first entered, then https, then shorter URL.
