@@ -11,7 +11,9 @@ use crate::kafka::{self, KafkaOptions};
 use crate::replay::FileSink;
 use crate::sample::{sample_crawl, SampleOptions};
 use anyhow::{Context as _, Result};
-use neardup_schemas::{ClusterEvent, DeadLetterEvent, OutputKind, PairEvent, PairState};
+use neardup_schemas::{
+    ClusterEvent, DeadLetterEvent, MirrorEvent, OutputKind, PairEvent, PairLevel, PairState,
+};
 use neardup_topology::Emit;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -172,15 +174,48 @@ fn report(sample: &crate::sample::SampleCrawl, outputs: &[Emit]) {
         })
         .collect();
     let found = expected.intersection(&detected).count();
+    let at_level = |l: PairLevel| {
+        pairs
+            .iter()
+            .filter(|p| p.state == PairState::Detected && p.level == l)
+            .count()
+    };
     println!(
-        "\nexact-duplicate pairs: {} detected, {} retracted; the sample has {} by construction, {} of them found",
+        "\npairs: {} detected ({} exact, {} virtually identical, {} very similar), {} retracted; \
+         the sample has {} exact-duplicate pairs by construction, {} of them found",
         detected.len(),
-        pairs.iter().filter(|p| p.state == PairState::Retracted).count(),
+        at_level(PairLevel::Exact),
+        at_level(PairLevel::VirtuallyIdentical),
+        at_level(PairLevel::VerySimilar),
+        pairs
+            .iter()
+            .filter(|p| p.state == PairState::Retracted)
+            .count(),
         expected.len(),
         found
     );
-    for (a, b) in detected.iter().take(5) {
-        println!("  {a}  ==  {b}");
+    for p in pairs
+        .iter()
+        .filter(|p| p.state == PairState::Detected && p.level != PairLevel::Exact)
+        .take(3)
+    {
+        let j = p.jaccard.unwrap_or(f64::NAN);
+        println!("  {}  ~  {}  ({:?}, Jaccard ~{j:.2})", p.a, p.b, p.level);
+    }
+    for p in pairs
+        .iter()
+        .filter(|p| p.state == PairState::Detected && p.level == PairLevel::Exact)
+        .take(3)
+    {
+        println!("  {}  ==  {}", p.a, p.b);
+    }
+    for m in
+        of(OutputKind::Mirrors).filter_map(|e| serde_json::from_slice::<MirrorEvent>(&e.value).ok())
+    {
+        println!(
+            "mirror finding: {} / {}: {:?}, {} shared pages, prefixes {:?}",
+            m.hosts[0], m.hosts[1], m.state, m.shared_pages, m.prefixes
+        );
     }
     let clusters: Vec<ClusterEvent> = of(OutputKind::Clusters)
         .filter_map(|e| serde_json::from_slice(&e.value).ok())
