@@ -74,7 +74,7 @@ pub struct ClusterStats {
 pub struct Clusters {
     level: PairLevel,
     nodes: Vec<Node>,
-    by_url: HashMap<Arc<str>, u32>,
+    by_url: HashMap<Arc<str>, u32, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
     free_nodes: Vec<u32>,
     clusters: HashMap<u32, Cluster>,
     next_cluster: u32,
@@ -112,7 +112,7 @@ impl Clusters {
         Clusters {
             level,
             nodes: Vec::new(),
-            by_url: HashMap::new(),
+            by_url: HashMap::default(),
             free_nodes: Vec::new(),
             clusters: HashMap::new(),
             next_cluster: 0,
