@@ -108,6 +108,8 @@ impl TopologyArgs {
                 min_jaccard_renamed: self.min_jaccard_renamed,
                 ..defaults.near
             },
+            // Replays turn it on; a long-running service does not keep every round's URLs.
+            track_evolution: false,
         }
     }
 }

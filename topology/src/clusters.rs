@@ -147,6 +147,11 @@ impl Clusters {
         })
     }
 
+    /// The internal number of `url`'s cluster (stable while the cluster lives, never reused).
+    pub fn cluster_number(&self, url: &str) -> Option<u32> {
+        self.nodes[*self.by_url.get(url)? as usize].cluster
+    }
+
     /// Every clustered URL with its cluster, sorted by URL (the cluster map).
     pub fn map(&self) -> Vec<(String, ClusterInfo)> {
         let mut out: Vec<(String, ClusterInfo)> = self

@@ -23,6 +23,7 @@ pub mod charset;
 pub mod clusters;
 pub mod decode;
 mod emit;
+pub mod evolution;
 pub mod exact;
 pub mod history;
 pub mod mirrors;
@@ -66,6 +67,9 @@ pub struct Config {
     /// A page joining an exact group that already has this many members gets no exact
     /// candidates (and so no pairs from that group).
     pub max_pairs_per_join: usize,
+    /// Track cluster evolution between crawl rounds (seed 000 §3; replays: it remembers
+    /// every round's URLs).
+    pub track_evolution: bool,
     /// The sketch index and pair policy (its `window_ms` and `max_pairs_per_join` are taken from
     /// the fields above).
     pub near: near::NearConfig,
@@ -80,6 +84,7 @@ impl Default for Config {
             window_ms: 14 * 24 * 3600 * 1000,
             max_pairs_per_join: 1000,
             near: near::NearConfig::default(),
+            track_evolution: false,
         }
     }
 }
@@ -129,6 +134,7 @@ pub struct Topology {
     identical: clusters::Clusters,
     /// Mirrored hosts, aliases and auto-mirrors, from the `very_similar` clusters.
     mirrors: mirrors::Mirrors,
+    evolution: Option<evolution::Evolution>,
     history: history::History,
     signer: Signer,
     watermark_ms: i64,
@@ -152,6 +158,7 @@ impl Topology {
             similar: clusters::Clusters::new(PairLevel::VerySimilar),
             identical: clusters::Clusters::new(PairLevel::VirtuallyIdentical),
             mirrors: mirrors::Mirrors::new(mirrors::MirrorConfig::default()),
+            evolution: cfg.track_evolution.then(evolution::Evolution::new),
             history: history::History::new(cfg.window_ms),
             signer: Signer::new(cfg.signer.clone()),
             cfg,
@@ -215,6 +222,9 @@ impl Topology {
     fn process_page(&mut self, page: &PageEvent) {
         let at = format_time(page.fetched_at_ms);
         self.emitter.set_at(&at);
+        if let Some(ev) = &mut self.evolution {
+            ev.begin(page.crawl_id.as_deref(), &self.similar);
+        }
         if page.fetched_at_ms > self.watermark_ms {
             self.watermark_ms = page.fetched_at_ms;
             self.exact.advance(self.watermark_ms, &mut self.emitter);
@@ -270,6 +280,21 @@ impl Topology {
             &mut self.emitter,
         );
         self.update_clusters(page.fetched_at_ms);
+        if let Some(ev) = &mut self.evolution {
+            ev.fetched(&page.url, checksum.is_some());
+        }
+    }
+
+    /// Closes the last crawl round and returns the evolution figures of every round (empty
+    /// unless `track_evolution` is on).
+    pub fn finish_evolution(&mut self) -> &[evolution::RoundFigures] {
+        match &mut self.evolution {
+            Some(ev) => {
+                ev.close(&self.similar);
+                ev.figures()
+            }
+            None => &[],
+        }
     }
 
     /// Feeds the pair changes of the last step to the clusters of both levels.

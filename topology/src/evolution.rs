@@ -1,0 +1,289 @@
+//! How clusters evolve between crawl rounds (seed 000 §3): the cluster containment coefficient
+//! Φ and similarity coefficient Ψ, averaged over the URLs of round 1 bucketed by the size of
+//! their round-1 cluster, the cluster-size distribution of every round and the share of pages
+//! that are near-duplicates.
+//!
+//! A round is the run of page events with one `crawl_id`. When the `crawl_id` changes, the
+//! `very_similar` clusters are snapshotted for the round that ended. Following seed 000, C_n(u)
+//! is u's cluster in round n, or {u} when u was fetched with content in round n but is in no
+//! cluster (a cluster of size 1), or the empty set when u had no content in round n (seed 000's
+//! "could not download" cluster, which shares nothing with any other). Then
+//! Φ_1^n(u) = |C_1(u) ∩ C_n(u)| / |C_1(u)| (how much of u's round-1 cluster is still with it),
+//! the reverse Φ_n^1(u) = |C_1(u) ∩ C_n(u)| / |C_n(u)| (0 when C_n(u) is empty), and
+//! Ψ_1^n(u) = |C_1(u) ∩ C_n(u)| / |C_1(u) ∪ C_n(u)|.
+//!
+//! Kept only when asked for (replays): it remembers every round's URLs.
+
+use crate::clusters::Clusters;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Size buckets of round-1 clusters, as in seed 000's figures 4, 5 and 7.
+pub const BUCKETS: [(u64, u64); 7] = [
+    (1, 1),
+    (2, 2),
+    (3, 4),
+    (5, 10),
+    (11, 100),
+    (101, 1000),
+    (1001, u64::MAX),
+];
+
+/// One round's clusters: URL -> group, group sizes (singletons included).
+#[derive(Debug, Default)]
+struct Snapshot {
+    crawl_id: String,
+    group: HashMap<Arc<str>, u32>,
+    sizes: Vec<u64>,
+}
+
+/// The figures of one round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundFigures {
+    /// The round.
+    pub crawl_id: String,
+    /// URLs fetched with content in the round.
+    pub pages: u64,
+    /// Of them, in a `very_similar` cluster at the round's end.
+    pub near_duplicate_pages: u64,
+    /// `near_duplicate_pages / pages`.
+    pub near_duplicate_share: f64,
+    /// Clusters of two or more pages.
+    pub clusters: u64,
+    /// Cluster size -> number of clusters of that size (singletons included, as size 1).
+    pub size_distribution: BTreeMap<u64, u64>,
+    /// Against round 1, per size bucket of the round-1 cluster (absent for round 1 itself).
+    pub versus_first: Vec<BucketFigures>,
+}
+
+/// Averages over the URLs of one round-1 size bucket.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BucketFigures {
+    /// Smallest round-1 cluster size in the bucket.
+    pub min_size: u64,
+    /// Largest (u64::MAX: unbounded).
+    pub max_size: u64,
+    /// URLs in the bucket.
+    pub urls: u64,
+    /// Mean Φ_1^n: the share of u's round-1 cluster still with u.
+    pub containment: f64,
+    /// Mean reverse Φ_n^1: the share of u's round-n cluster that was with u in round 1.
+    pub reverse_containment: f64,
+    /// Mean Ψ_1^n.
+    pub similarity: f64,
+}
+
+/// The evolution tracker.
+#[derive(Debug, Default)]
+pub struct Evolution {
+    current: Option<String>,
+    pages: HashSet<Arc<str>>,
+    rounds: Vec<Snapshot>,
+    figures: Vec<RoundFigures>,
+}
+
+impl Evolution {
+    /// An empty tracker.
+    pub fn new() -> Self {
+        Evolution::default()
+    }
+
+    /// Call before handling a page event of round `crawl_id` (events without one belong to the
+    /// current round): a new round closes the previous one.
+    pub fn begin(&mut self, crawl_id: Option<&str>, clusters: &Clusters) {
+        let Some(id) = crawl_id else { return };
+        if self.current.as_deref() != Some(id) {
+            self.close(clusters);
+            self.current = Some(id.to_owned());
+        }
+    }
+
+    /// A URL was fetched with content (`true`) or without (`false`) in the current round.
+    pub fn fetched(&mut self, url: &str, content: bool) {
+        if content {
+            self.pages.insert(Arc::from(url));
+        } else {
+            self.pages.remove(url);
+        }
+    }
+
+    /// Closes the current round (also at the end of a replay). Idempotent.
+    pub fn close(&mut self, clusters: &Clusters) {
+        let Some(crawl_id) = self.current.take() else {
+            return;
+        };
+        let mut snap = Snapshot {
+            crawl_id,
+            ..Snapshot::default()
+        };
+        let mut by_cluster: HashMap<u32, u32> = HashMap::new();
+        let mut urls: Vec<&Arc<str>> = self.pages.iter().collect();
+        urls.sort();
+        let mut near = 0u64;
+        for u in urls {
+            let g = match clusters.cluster_number(u) {
+                Some(c) => {
+                    near += 1;
+                    *by_cluster.entry(c).or_insert_with(|| {
+                        snap.sizes.push(0);
+                        (snap.sizes.len() - 1) as u32
+                    })
+                }
+                None => {
+                    snap.sizes.push(0);
+                    (snap.sizes.len() - 1) as u32
+                }
+            };
+            snap.sizes[g as usize] += 1;
+            snap.group.insert(u.clone(), g);
+        }
+        let mut size_distribution = BTreeMap::new();
+        for &s in &snap.sizes {
+            *size_distribution.entry(s).or_insert(0u64) += 1;
+        }
+        let pages = snap.group.len() as u64;
+        let versus_first = self
+            .rounds
+            .first()
+            .map(|first| compare(first, &snap))
+            .unwrap_or_default();
+        self.figures.push(RoundFigures {
+            crawl_id: snap.crawl_id.clone(),
+            pages,
+            near_duplicate_pages: near,
+            near_duplicate_share: if pages == 0 {
+                0.0
+            } else {
+                near as f64 / pages as f64
+            },
+            clusters: by_cluster.len() as u64,
+            size_distribution,
+            versus_first,
+        });
+        // Only round 1 is compared against; later rounds need only their figures.
+        if self.rounds.is_empty() {
+            self.rounds.push(snap);
+        }
+        self.pages.clear();
+    }
+
+    /// The figures of every closed round.
+    pub fn figures(&self) -> &[RoundFigures] {
+        &self.figures
+    }
+}
+
+fn compare(first: &Snapshot, now: &Snapshot) -> Vec<BucketFigures> {
+    // |C_1(u) ∩ C_n(u)| for every (round-1 group, round-n group) pair that shares URLs.
+    let mut both: HashMap<(u32, u32), u64> = HashMap::new();
+    for (u, &g1) in &first.group {
+        if let Some(&gn) = now.group.get(u) {
+            *both.entry((g1, gn)).or_default() += 1;
+        }
+    }
+    let mut sums = vec![(0u64, 0.0f64, 0.0f64, 0.0f64); BUCKETS.len()];
+    for (u, &g1) in &first.group {
+        let s1 = first.sizes[g1 as usize];
+        let Some(b) = BUCKETS.iter().position(|&(lo, hi)| lo <= s1 && s1 <= hi) else {
+            continue;
+        };
+        let (common, sn) = match now.group.get(u) {
+            Some(&gn) => (both[&(g1, gn)], now.sizes[gn as usize]),
+            None => (0, 0),
+        };
+        let common = common as f64;
+        let e = &mut sums[b];
+        e.0 += 1;
+        e.1 += common / s1 as f64;
+        e.2 += if sn == 0 { 0.0 } else { common / sn as f64 };
+        e.3 += jaccard(common, s1 as f64, sn as f64);
+    }
+    BUCKETS
+        .iter()
+        .zip(sums)
+        .filter(|(_, s)| s.0 > 0)
+        .map(|(&(lo, hi), (n, phi, rphi, psi))| BucketFigures {
+            min_size: lo,
+            max_size: hi,
+            urls: n,
+            containment: phi / n as f64,
+            reverse_containment: rphi / n as f64,
+            similarity: psi / n as f64,
+        })
+        .collect()
+}
+
+/// |A ∩ B| / |A ∪ B| from the sizes.
+fn jaccard(common: f64, a: f64, b: f64) -> f64 {
+    let union = a + b - common;
+    if union <= 0.0 {
+        0.0
+    } else {
+        common / union
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::Emitter;
+    use neardup_schemas::PairLevel;
+
+    fn u(x: &str) -> String {
+        format!("http://{x}.example/")
+    }
+
+    #[test]
+    fn containment_and_similarity_follow_seed_000() {
+        let mut cl = Clusters::new(PairLevel::VerySimilar);
+        let mut out = Emitter::new();
+        let mut ev = Evolution::new();
+        ev.begin(Some("w1"), &cl);
+        for x in ["a", "b", "c", "d", "e", "f"] {
+            ev.fetched(&u(x), true);
+        }
+        for (x, y) in [("a", "b"), ("b", "c"), ("d", "e")] {
+            cl.add_pair(&u(x), &u(y), 0, &mut out);
+        }
+        ev.begin(Some("w2"), &cl);
+        // Round 2: c changed and left its cluster, e is gone (404), the rest unchanged.
+        cl.remove_pair(&u("b"), &u("c"), &mut out);
+        cl.remove_pair(&u("d"), &u("e"), &mut out);
+        for x in ["a", "b", "c", "d", "f"] {
+            ev.fetched(&u(x), true);
+        }
+        ev.fetched(&u("e"), false);
+        ev.close(&cl);
+        let f = ev.figures();
+        assert_eq!(f.len(), 2);
+        assert_eq!(
+            (f[0].pages, f[0].near_duplicate_pages, f[0].clusters),
+            (6, 5, 2)
+        );
+        assert_eq!(
+            f[0].size_distribution,
+            BTreeMap::from([(1, 1), (2, 1), (3, 1)])
+        );
+        assert!(f[0].versus_first.is_empty());
+        assert_eq!((f[1].pages, f[1].near_duplicate_pages), (5, 2));
+        let b = |lo: u64| {
+            f[1].versus_first
+                .iter()
+                .find(|b| b.min_size == lo)
+                .expect("bucket")
+        };
+        let close = |x: f64, y: f64| assert!((x - y).abs() < 1e-12, "{x} != {y}");
+        // Size 3 {a,b,c}: a and b keep 2 of 3, c keeps 1 of 3.
+        close(b(3).containment, 5.0 / 9.0);
+        close(b(3).reverse_containment, 1.0);
+        close(b(3).similarity, 5.0 / 9.0);
+        // Size 2 {d,e}: d keeps 1 of 2, e is gone.
+        close(b(2).containment, 0.25);
+        close(b(2).reverse_containment, 0.5);
+        close(b(2).similarity, 0.25);
+        // Size 1 {f}: stays itself.
+        close(b(1).containment, 1.0);
+        assert_eq!(b(1).urls, 1);
+    }
+}
