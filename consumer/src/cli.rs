@@ -63,6 +63,9 @@ pub struct TopologyArgs {
     /// boilerplate, for pages whose URLs end in the same name (mirrors, aliases, session ids).
     #[arg(long, default_value_t = 0.7, env = "NEARDUP_MIN_JACCARD")]
     pub min_jaccard: f64,
+    /// Also compute Cho's replicated collections (experimental; see the README).
+    #[arg(long, env = "NEARDUP_COLLECTIONS")]
+    pub collections: bool,
     /// Default policy: the same minimum for pages whose URLs end in different names.
     #[arg(long, default_value_t = 0.9, env = "NEARDUP_MIN_JACCARD_RENAMED")]
     pub min_jaccard_renamed: f64,
@@ -110,6 +113,7 @@ impl TopologyArgs {
             },
             // Replays turn it on; a long-running service does not keep every round's URLs.
             track_evolution: false,
+            collections: self.collections,
         }
     }
 }

@@ -147,6 +147,21 @@ impl Clusters {
         })
     }
 
+    /// Every cluster's internal number and members, in no particular order.
+    pub fn members_by_cluster(&self) -> Vec<(u32, Vec<&str>)> {
+        self.clusters
+            .iter()
+            .map(|(&c, cl)| {
+                let m = cl
+                    .members
+                    .iter()
+                    .map(|r| &*self.nodes[r.node as usize].url)
+                    .collect();
+                (c, m)
+            })
+            .collect()
+    }
+
     /// The internal number of `url`'s cluster (stable while the cluster lives, never reused).
     pub fn cluster_number(&self, url: &str) -> Option<u32> {
         self.nodes[*self.by_url.get(url)? as usize].cluster

@@ -21,6 +21,7 @@
 
 pub mod charset;
 pub mod clusters;
+pub mod collections;
 pub mod decode;
 mod emit;
 pub mod evolution;
@@ -52,6 +53,9 @@ use time::format_description::well_known::Rfc3339;
 /// v2: `<img>` URL terms (seed 001 §2), block-level line breaks.
 pub const TOKENIZER_VERSION: u32 = 2;
 
+/// Longest stretch of event time between two collections epochs (one day).
+const EPOCH_MS: i64 = 24 * 3600 * 1000;
+
 /// The topology's parameters. Every one is configurable; the defaults are DESIGN.md §4's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -67,6 +71,9 @@ pub struct Config {
     /// A page joining an exact group that already has this many members gets no exact
     /// candidates (and so no pairs from that group).
     pub max_pairs_per_join: usize,
+    /// Compute Cho's replicated collections per epoch (experimental: on partially crawled
+    /// collections the merge condition breaks them into many small ones; off by default).
+    pub collections: bool,
     /// Track cluster evolution between crawl rounds (seed 000 §3; replays: it remembers
     /// every round's URLs).
     pub track_evolution: bool,
@@ -85,6 +92,7 @@ impl Default for Config {
             max_pairs_per_join: 1000,
             near: near::NearConfig::default(),
             track_evolution: false,
+            collections: false,
         }
     }
 }
@@ -135,6 +143,9 @@ pub struct Topology {
     /// Mirrored hosts, aliases and auto-mirrors, from the `very_similar` clusters.
     mirrors: mirrors::Mirrors,
     evolution: Option<evolution::Evolution>,
+    collections: collections::Collections,
+    /// The crawl round and the event time of the last collections epoch.
+    epoch: (Option<String>, i64),
     history: history::History,
     signer: Signer,
     watermark_ms: i64,
@@ -159,6 +170,8 @@ impl Topology {
             identical: clusters::Clusters::new(PairLevel::VirtuallyIdentical),
             mirrors: mirrors::Mirrors::new(mirrors::MirrorConfig::default()),
             evolution: cfg.track_evolution.then(evolution::Evolution::new),
+            collections: collections::Collections::new(collections::CollectionConfig::default()),
+            epoch: (None, i64::MIN),
             history: history::History::new(cfg.window_ms),
             signer: Signer::new(cfg.signer.clone()),
             cfg,
@@ -225,6 +238,7 @@ impl Topology {
         if let Some(ev) = &mut self.evolution {
             ev.begin(page.crawl_id.as_deref(), &self.similar);
         }
+        self.maybe_close_epoch(page);
         if page.fetched_at_ms > self.watermark_ms {
             self.watermark_ms = page.fetched_at_ms;
             self.exact.advance(self.watermark_ms, &mut self.emitter);
@@ -247,6 +261,14 @@ impl Topology {
             None => self.stats.no_content += 1,
         }
         let checksum = signed.as_ref().map(|(c, _, _, _)| *c);
+        if self.cfg.collections {
+            self.collections.fetched(
+                &page.url,
+                signed
+                    .as_ref()
+                    .map(|(_, content, _, _)| content.out_links.iter().map(String::as_str)),
+            );
+        }
         let (content, change, sketch) = match signed {
             Some((_, content, change, sketch)) => (Some(content), change, Some(sketch)),
             None => (None, None, None),
@@ -283,6 +305,47 @@ impl Topology {
         if let Some(ev) = &mut self.evolution {
             ev.fetched(&page.url, checksum.is_some());
         }
+    }
+
+    /// A collections epoch closes when the crawl round changes, or a day of event time after
+    /// the last one (streams without rounds).
+    fn maybe_close_epoch(&mut self, page: &PageEvent) {
+        let round_changed = page.crawl_id.is_some() && page.crawl_id != self.epoch.0;
+        if self.epoch.1 == i64::MIN {
+            self.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
+        } else if round_changed || page.fetched_at_ms >= self.epoch.1 + EPOCH_MS {
+            self.close_epoch();
+            self.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
+        }
+    }
+
+    fn close_epoch(&mut self) {
+        if !self.cfg.collections {
+            return;
+        }
+        let near = &self.near;
+        self.collections.prune(|url| near.sketch_of(url).is_some());
+        self.collections.epoch(&self.similar, &mut self.emitter);
+    }
+
+    /// Ends a replay: closes the last collections epoch and crawl round, appending the outputs
+    /// that causes to `out`.
+    pub fn finish(&mut self, out: &mut Vec<Emit>) {
+        if self.epoch.1 != i64::MIN {
+            self.close_epoch();
+        }
+        if let Some(ev) = &mut self.evolution {
+            ev.close(&self.similar);
+        }
+        for e in self.emitter.drain() {
+            *self.stats.outputs.entry(e.kind).or_default() += 1;
+            out.push(e);
+        }
+    }
+
+    /// The collections of the last epoch.
+    pub fn collections(&self) -> &collections::Collections {
+        &self.collections
     }
 
     /// Closes the last crawl round and returns the evolution figures of every round (empty

@@ -1,0 +1,440 @@
+//! Replicated collections (seed 003, Cho, Shivakumar and Garcia-Molina §3), recomputed per
+//! window epoch.
+//!
+//! # Algorithm
+//! 1. **Trivial clusters** are the `very_similar` clusters (pages similar by transitivity).
+//! 2. **Link summary**: for every ordered pair of trivial clusters (R_i, R_j), s_ij = pages of
+//!    R_i that link to at least one page of R_j, d_ij = pages of R_j linked from at least one
+//!    page of R_i, from the pages' resolved out-links.
+//! 3. **Merge condition** |R_i| = s_ij = d_ij = |R_j| (every copy of a page links to its own
+//!    copy of the other), or with the **extended condition** for partial mirrors (on by
+//!    default) |R_i| = s_ij >= d_ij = |R_j|: every copy links into R_j and every copy in R_j is
+//!    linked, where a partial mirror's links to pages it lacks point to another copy.
+//! 4. **Union-find** over the trivial-cluster graph; a component of two or more trivial clusters
+//!    is a replicated collection. Its cardinality is the largest trivial cluster (the number of
+//!    copies), its size the number of trivial clusters (pages per copy); each host's copy is
+//!    listed with its page count and root paths (the longest common directory of its pages
+//!    under each distinct top directory).
+//!
+//! # Why per epoch, and why that is sound
+//! The merge condition is a property of whole trivial clusters and of every link between them,
+//! so one page joining or leaving can make or break a merge anywhere in a component; an
+//! incremental version would have to keep s and d for every linked pair of clusters. Instead the
+//! collections are recomputed from the window's state when an epoch closes (a crawl round ends,
+//! or a replay ends): the result is exactly the algorithm's on that state, whatever order the
+//! pages came in, and the cost is one pass over the out-links of clustered pages. Each epoch
+//! publishes `updated` for collections that are new or changed and `dissolved` for those gone.
+//! A collection's id hashes the smallest URL of its root copy's first page, so it is stable
+//! while that page stays in the collection.
+
+use crate::clusters::Clusters;
+use crate::emit::Emitter;
+use neardup_schemas::{CollectionEvent, CollectionHost, CollectionState, OutputKind};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionConfig {
+    /// Use the extended merge condition for partial mirrors.
+    pub extended: bool,
+}
+
+impl Default for CollectionConfig {
+    fn default() -> Self {
+        CollectionConfig { extended: true }
+    }
+}
+
+/// One host's copy: host, root paths, pages.
+pub type HostCopy = (String, Vec<String>, u64);
+
+/// A collection as last published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Published {
+    cardinality: u64,
+    size: u64,
+    hosts: Vec<HostCopy>,
+}
+
+/// The collections stage.
+#[derive(Debug, Default)]
+pub struct Collections {
+    cfg: CollectionConfig,
+    ids: HashMap<Arc<str>, u32>,
+    names: Vec<Arc<str>>,
+    /// Out-links of the pages with content in the window, as interned URLs.
+    links: HashMap<u32, Box<[u32]>>,
+    published: BTreeMap<String, Published>,
+}
+
+fn host_and_path(url: &str) -> (&str, &str) {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let path = path.split(['?', '#']).next().unwrap_or("/");
+    (host, path)
+}
+
+/// The root paths of one host's pages: per top-level directory, the longest common directory.
+fn root_paths(paths: &[&str]) -> Vec<String> {
+    let mut by_top: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for p in paths {
+        let top = p.trim_start_matches('/').split('/').next().unwrap_or("");
+        by_top.entry(top).or_default().push(p);
+    }
+    by_top
+        .into_values()
+        .map(|group| {
+            let dirs: Vec<Vec<&str>> = group
+                .iter()
+                .map(|p| {
+                    let d = &p[..p.rfind('/').map_or(0, |i| i + 1)];
+                    d.trim_matches('/')
+                        .split('/')
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
+                .collect();
+            let mut common: Vec<&str> = dirs[0].clone();
+            for d in &dirs[1..] {
+                let n = common.iter().zip(d).take_while(|(a, b)| a == b).count();
+                common.truncate(n);
+            }
+            if common.is_empty() {
+                "/".to_owned()
+            } else {
+                format!("/{}/", common.join("/"))
+            }
+        })
+        .collect()
+}
+
+impl Collections {
+    /// An empty stage.
+    pub fn new(cfg: CollectionConfig) -> Self {
+        Collections {
+            cfg,
+            ..Collections::default()
+        }
+    }
+
+    fn id(&mut self, url: &str) -> u32 {
+        if let Some(&i) = self.ids.get(url) {
+            return i;
+        }
+        let a: Arc<str> = Arc::from(url);
+        let i = self.names.len() as u32;
+        self.names.push(a.clone());
+        self.ids.insert(a, i);
+        i
+    }
+
+    /// A page was fetched: with content, its out-links are remembered; without, forgotten.
+    pub fn fetched<'a>(&mut self, url: &str, out_links: Option<impl Iterator<Item = &'a str>>) {
+        let u = self.id(url);
+        match out_links {
+            Some(links) => {
+                let mut v: Vec<u32> = links.map(|l| self.id(l)).collect();
+                v.sort_unstable();
+                v.dedup();
+                self.links.insert(u, v.into_boxed_slice());
+            }
+            None => {
+                self.links.remove(&u);
+            }
+        }
+    }
+
+    /// Forgets the links of pages for which `keep` is false (pages that left the window), and
+    /// the interned URLs nothing refers to any more, so memory follows the window.
+    pub fn prune(&mut self, keep: impl Fn(&str) -> bool) {
+        let names = &self.names;
+        self.links.retain(|u, _| keep(&names[*u as usize]));
+        let mut map: HashMap<u32, u32> = HashMap::new();
+        let mut names: Vec<Arc<str>> = Vec::new();
+        let mut renumber = |u: u32, names: &mut Vec<Arc<str>>| -> u32 {
+            *map.entry(u).or_insert_with(|| {
+                names.push(self.names[u as usize].clone());
+                (names.len() - 1) as u32
+            })
+        };
+        let mut keys: Vec<u32> = self.links.keys().copied().collect();
+        keys.sort_unstable();
+        let mut links = HashMap::with_capacity(keys.len());
+        for k in keys {
+            let targets = self.links.remove(&k).expect("key");
+            let nk = renumber(k, &mut names);
+            let nt: Box<[u32]> = targets.iter().map(|&t| renumber(t, &mut names)).collect();
+            links.insert(nk, nt);
+        }
+        self.ids = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i as u32))
+            .collect();
+        self.names = names;
+        self.links = links;
+    }
+
+    /// Closes an epoch: computes the collections from `clusters` and the remembered links and
+    /// publishes what changed.
+    pub fn epoch(&mut self, clusters: &Clusters, out: &mut Emitter) {
+        // 1. Trivial clusters, in a deterministic order.
+        let mut trivial: Vec<Vec<u32>> = clusters
+            .members_by_cluster()
+            .into_iter()
+            .map(|(_, members)| {
+                let mut m: Vec<u32> = members.iter().map(|u| self.id(u)).collect();
+                m.sort_by(|a, b| self.names[*a as usize].cmp(&self.names[*b as usize]));
+                m
+            })
+            .collect();
+        trivial.sort_by(|a, b| self.names[a[0] as usize].cmp(&self.names[b[0] as usize]));
+        let mut of: HashMap<u32, usize> = HashMap::new();
+        for (i, r) in trivial.iter().enumerate() {
+            for &p in r {
+                of.insert(p, i);
+            }
+        }
+        // 2. Link summary: (i, j) -> (sources in R_i, targets in R_j).
+        let mut summary: HashMap<(usize, usize), (HashSet<u32>, HashSet<u32>)> = HashMap::new();
+        for (i, r) in trivial.iter().enumerate() {
+            for &p in r {
+                let Some(targets) = self.links.get(&p) else {
+                    continue;
+                };
+                for t in targets.iter() {
+                    if let Some(&j) = of.get(t) {
+                        if j != i {
+                            let e = summary.entry((i, j)).or_default();
+                            e.0.insert(p);
+                            e.1.insert(*t);
+                        }
+                    }
+                }
+            }
+        }
+        // 3. Merge condition, 4. union-find.
+        let mut parent: Vec<usize> = (0..trivial.len()).collect();
+        fn find(parent: &mut [usize], x: usize) -> usize {
+            let mut r = x;
+            while parent[r] != r {
+                r = parent[r];
+            }
+            let mut y = x;
+            while parent[y] != r {
+                let next = parent[y];
+                parent[y] = r;
+                y = next;
+            }
+            r
+        }
+        let mut edges: Vec<(usize, usize)> = summary
+            .iter()
+            .filter(|(&(i, j), (s, d))| {
+                let (ri, rj) = (trivial[i].len(), trivial[j].len());
+                if self.cfg.extended {
+                    ri == s.len() && s.len() >= d.len() && d.len() == rj
+                } else {
+                    ri == s.len() && s.len() == d.len() && d.len() == rj
+                }
+            })
+            .map(|(&k, _)| k)
+            .collect();
+        edges.sort_unstable();
+        for (i, j) in edges {
+            let (a, b) = (find(&mut parent, i), find(&mut parent, j));
+            if a != b {
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+        let mut components: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for i in 0..trivial.len() {
+            let root = find(&mut parent, i);
+            components.entry(root).or_default().push(i);
+        }
+        // Describe each collection.
+        let mut now: BTreeMap<String, Published> = BTreeMap::new();
+        for members in components.values().filter(|m| m.len() >= 2) {
+            let cardinality = members.iter().map(|&i| trivial[i].len()).max().unwrap_or(0);
+            let mut by_host: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for &i in members {
+                for &p in &trivial[i] {
+                    let (h, path) = host_and_path(&self.names[p as usize]);
+                    by_host.entry(h).or_default().push(path);
+                }
+            }
+            let hosts: Vec<HostCopy> = by_host
+                .iter()
+                .map(|(h, paths)| (h.to_string(), root_paths(paths), paths.len() as u64))
+                .collect();
+            let first = &self.names[trivial[members[0]][0] as usize];
+            let id = format!("col-{:016x}", xxhash_rust::xxh3::xxh3_64(first.as_bytes()));
+            now.insert(
+                id,
+                Published {
+                    cardinality: cardinality as u64,
+                    size: members.len() as u64,
+                    hosts,
+                },
+            );
+        }
+        for (id, p) in &now {
+            if self.published.get(id) != Some(p) {
+                out.emit(event(id, CollectionState::Updated, p, out.at()));
+            }
+        }
+        let gone: Vec<String> = self
+            .published
+            .keys()
+            .filter(|id| !now.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            let empty = Published {
+                cardinality: 0,
+                size: 0,
+                hosts: vec![],
+            };
+            out.emit(event(&id, CollectionState::Dissolved, &empty, out.at()));
+        }
+        self.published = now;
+    }
+
+    /// The collections of the last epoch: (id, cardinality, size, hosts with root paths and
+    /// pages).
+    pub fn current(&self) -> Vec<(String, u64, u64, Vec<HostCopy>)> {
+        self.published
+            .iter()
+            .map(|(id, p)| (id.clone(), p.cardinality, p.size, p.hosts.clone()))
+            .collect()
+    }
+}
+
+fn event(id: &str, state: CollectionState, p: &Published, at: &str) -> CollectionEvent {
+    CollectionEvent {
+        schema: OutputKind::Collections.schema().into(),
+        event_id: String::new(),
+        collection_id: id.to_owned(),
+        state,
+        cardinality: p.cardinality,
+        size: p.size,
+        hosts: p
+            .hosts
+            .iter()
+            .map(|(h, roots, pages)| CollectionHost {
+                host: h.clone(),
+                root_paths: roots.clone(),
+                pages: *pages,
+            })
+            .collect(),
+        at: at.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neardup_schemas::PairLevel;
+
+    #[test]
+    fn root_paths_are_common_directories_per_top_directory() {
+        assert_eq!(
+            root_paths(&["/docs/2.4/index.html", "/docs/2.4/mod/core.html"]),
+            vec!["/docs/2.4/".to_owned()]
+        );
+        assert_eq!(
+            root_paths(&["/docs/2.4/a.html", "/current/b.html"]),
+            vec!["/current/".to_owned(), "/docs/2.4/".to_owned()]
+        );
+    }
+
+    /// Three copies of a three-page tree (index -> a, index -> b) on three hosts, and a partial
+    /// mirror that lacks b and links to the primary's b instead.
+    #[test]
+    fn mirrored_trees_form_one_collection_and_partial_mirrors_join_it() {
+        let mut cl = Clusters::new(PairLevel::VerySimilar);
+        let mut col = Collections::new(CollectionConfig::default());
+        let mut out = Emitter::new();
+        let hosts = [
+            "http://p.example/docs/",
+            "http://m1.example/mirror/",
+            "http://m2.example/",
+        ];
+        for page in ["index.html", "a.html", "b.html"] {
+            for w in hosts.windows(2) {
+                cl.add_pair(
+                    &format!("{}{page}", w[0]),
+                    &format!("{}{page}", w[1]),
+                    0,
+                    &mut out,
+                );
+            }
+        }
+        cl.add_pair(
+            "http://p.example/docs/index.html",
+            "http://part.example/x/index.html",
+            0,
+            &mut out,
+        );
+        cl.add_pair(
+            "http://p.example/docs/a.html",
+            "http://part.example/x/a.html",
+            0,
+            &mut out,
+        );
+        for h in hosts {
+            let links = [format!("{h}a.html"), format!("{h}b.html")];
+            col.fetched(
+                &format!("{h}index.html"),
+                Some(links.iter().map(String::as_str)),
+            );
+            col.fetched(&format!("{h}a.html"), Some(std::iter::empty()));
+            col.fetched(&format!("{h}b.html"), Some(std::iter::empty()));
+        }
+        let part = [
+            "http://part.example/x/a.html".to_owned(),
+            "http://p.example/docs/b.html".to_owned(),
+        ];
+        col.fetched(
+            "http://part.example/x/index.html",
+            Some(part.iter().map(String::as_str)),
+        );
+        col.fetched("http://part.example/x/a.html", Some(std::iter::empty()));
+        out.drain().for_each(drop);
+        col.epoch(&cl, &mut out);
+        let now = col.current();
+        assert_eq!(now.len(), 1, "{now:?}");
+        let (_, cardinality, size, hosts_found) = &now[0];
+        assert_eq!((*cardinality, *size), (4, 3));
+        let names: Vec<&str> = hosts_found.iter().map(|h| h.0.as_str()).collect();
+        assert_eq!(
+            names,
+            ["m1.example", "m2.example", "p.example", "part.example"]
+        );
+        assert_eq!(hosts_found[3].1, vec!["/x/".to_owned()]);
+        assert_eq!(hosts_found[3].2, 2);
+        assert_eq!(out.drain().count(), 1);
+        // Strict condition: b's cluster (3 copies) cannot merge with index's (4 copies).
+        let mut strict = Collections::new(CollectionConfig { extended: false });
+        std::mem::swap(&mut strict.links, &mut col.links);
+        std::mem::swap(&mut strict.ids, &mut col.ids);
+        std::mem::swap(&mut strict.names, &mut col.names);
+        strict.epoch(&cl, &mut out);
+        assert!(
+            strict.current().iter().all(|c| c.2 < 3),
+            "{:?}",
+            strict.current()
+        );
+        // Nothing changed: the next epoch publishes nothing.
+        out.drain().for_each(drop);
+        col.links = strict.links.clone();
+        col.ids = strict.ids.clone();
+        col.names = strict.names.clone();
+        col.epoch(&cl, &mut out);
+        assert_eq!(out.drain().count(), 0);
+    }
+}
