@@ -34,6 +34,25 @@ fn url(site: usize, page: u64) -> String {
     format!("http://www.site{site}.example/docs/section/page{page}.html")
 }
 
+/// Observes every input in order (fetch time = position); returns the pair events emitted.
+fn feed(index: &mut NearIndex, inputs: &[(String, Sketch)]) -> usize {
+    let mut out = Emitter::new();
+    let mut events = 0;
+    for (n, (u, s)) in inputs.iter().enumerate() {
+        index.observe(
+            &Fetch {
+                url: u,
+                sketch: Some(s),
+                fetched_at_ms: n as i64,
+                crawl_id: None,
+            },
+            &mut out,
+        );
+        events += out.drain().count();
+    }
+    events
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -66,21 +85,8 @@ fn main() {
             .collect();
         let region = Region::new(GLOBAL);
         let mut index = NearIndex::new(NearConfig::default());
-        let mut out = Emitter::new();
-        let mut pair_events = 0usize;
         let t0 = Instant::now();
-        for (n, (u, s)) in inputs.iter().enumerate() {
-            index.observe(
-                &Fetch {
-                    url: u,
-                    sketch: Some(s),
-                    fetched_at_ms: n as i64,
-                    crawl_id: None,
-                },
-                &mut out,
-            );
-            pair_events += out.drain().count();
-        }
+        let pair_events = feed(&mut index, &inputs);
         let secs = t0.elapsed().as_secs_f64();
         fill_rates.push(pages as f64 / secs);
         if rep == 0 {
@@ -125,20 +131,8 @@ fn main() {
             })
             .collect();
         let mut index = NearIndex::new(NearConfig::default());
-        let mut out = Emitter::new();
         let t0 = Instant::now();
-        for (n, (u, s)) in inputs.iter().enumerate() {
-            index.observe(
-                &Fetch {
-                    url: u,
-                    sketch: Some(s),
-                    fetched_at_ms: n as i64,
-                    crawl_id: None,
-                },
-                &mut out,
-            );
-            out.drain().for_each(drop);
-        }
+        feed(&mut index, &inputs);
         rates.push(pages as f64 / t0.elapsed().as_secs_f64());
     }
     println!(
