@@ -63,21 +63,36 @@ pub fn resolve_fast(base: &Url, reference: &str, out: &mut String) -> bool {
         return false;
     }
     let reference = reference.split('#').next().unwrap_or("");
+    // One pass over the bytes: every one plain, and where the first ':' lies before any '/' or
+    // '?' (a scheme, or a relative path the url crate must judge).
     let b = reference.as_bytes();
-    if !b.iter().all(|&c| is_plain(c)) {
-        return false;
+    let (mut colon, mut delimited, mut percent) = (false, false, false);
+    for &c in b {
+        if !is_plain(c) {
+            return false;
+        }
+        match c {
+            b':' if !delimited => colon = true,
+            b'/' | b'?' => delimited = true,
+            b'%' => percent = true,
+            _ => {}
+        }
     }
     // `%2e` is a dot in dot segments (WHATWG URL): leave such paths to the url crate.
-    if b.windows(3)
-        .any(|w| w[0] == b'%' && w[1] == b'2' && (w[2] | 0x20) == b'e')
+    if percent
+        && b.windows(3)
+            .any(|w| w[0] == b'%' && w[1] == b'2' && (w[2] | 0x20) == b'e')
     {
         return false;
     }
-    if let Some(scheme) = scheme_of(reference) {
-        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-            // mailto:, javascript:, ftp: ...: never an http(s) result, decided without parsing.
-            out.clear();
-            return true;
+    if colon {
+        if let Some(scheme) = scheme_of(reference) {
+            if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+                // mailto:, javascript:, ftp: ...: never an http(s) result, decided without
+                // parsing.
+                out.clear();
+                return true;
+            }
         }
     }
     if let Some(rest) = reference
@@ -121,10 +136,8 @@ pub fn resolve_fast(base: &Url, reference: &str, out: &mut String) -> bool {
         Some(q) => reference.split_at(q),
         None => (reference, ""),
     };
-    if let Some(first) = path.split('/').next() {
-        if first.contains(':') {
-            return false; // a scheme (mailto:, javascript:, ...): the url crate decides
-        }
+    if colon {
+        return false; // a ':' in the first segment (`http:x`, `a:b`): the url crate decides
     }
     out.push_str(origin);
     let root = out.len();
@@ -133,7 +146,11 @@ pub fn resolve_fast(base: &Url, reference: &str, out: &mut String) -> bool {
         push_segments(rooted, root, out);
     } else {
         let base_path = base.path();
-        let dir = &base_path[..base_path.rfind('/').map_or(0, |i| i + 1)];
+        let dir_len = base_path
+            .bytes()
+            .rposition(|c| c == b'/')
+            .map_or(0, |i| i + 1);
+        let dir = &base_path[..dir_len];
         if dir.is_empty() {
             out.push('/');
         } else {
@@ -148,6 +165,10 @@ pub fn resolve_fast(base: &Url, reference: &str, out: &mut String) -> bool {
 /// Appends the `/`-separated `segments` to `out` (which ends with `/`), removing `.` and `..`
 /// as RFC 3986 §5.2.4 does; `..` never climbs above `root` (the index of the path's first `/`).
 fn push_segments(segments: &str, root: usize, out: &mut String) {
+    if !has_dot_segment(segments) {
+        out.push_str(segments); // nothing to remove: the common case, copied whole
+        return;
+    }
     let mut parts = segments.split('/').peekable();
     while let Some(seg) = parts.next() {
         let last = parts.peek().is_none();
@@ -182,8 +203,22 @@ fn scheme_of(reference: &str) -> Option<&str> {
     ok.then_some(scheme)
 }
 
+/// Whether a `/`-separated segment of `path` is `.` or `..` (a byte scan over its dots).
 fn has_dot_segment(path: &str) -> bool {
-    path.split('/').any(|s| s == "." || s == "..")
+    let b = path.as_bytes();
+    let mut i = 0;
+    while let Some(p) = b[i..].iter().position(|&c| c == b'.') {
+        let at = i + p;
+        let mut end = at + 1;
+        if b.get(end) == Some(&b'.') {
+            end += 1;
+        }
+        if (at == 0 || b[at - 1] == b'/') && (end == b.len() || b[end] == b'/') {
+            return true;
+        }
+        i = at + 1;
+    }
+    false
 }
 
 #[cfg(test)]
@@ -244,6 +279,25 @@ mod tests {
             assert!(!resolve_fast(&base, r, &mut out), "{r:?} should fall back");
             let ok = resolve(&base, r, &mut out);
             assert_eq!(ok.then(|| out.clone()), join(base.as_str(), r), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn dot_segments_are_found_by_bytes() {
+        for (p, expect) in [
+            ("a/b.html", false),
+            (".", true),
+            ("..", true),
+            ("a/./b", true),
+            ("a/../b", true),
+            ("a/..", true),
+            ("./", true),
+            ("a.b/c..d/...", false),
+            ("/.hidden/x", false),
+            ("", false),
+        ] {
+            assert_eq!(has_dot_segment(p), expect, "{p:?}");
+            assert_eq!(p.split('/').any(|s| s == "." || s == ".."), expect, "{p:?}");
         }
     }
 

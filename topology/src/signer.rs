@@ -7,13 +7,13 @@
 //! in the [`Signer`] and are reused, so signing allocates nothing once warm except the out-link
 //! strings.
 
+use crate::sketch::bag::TermBag;
 use crate::sketch::chunks::{self, ChunkParams};
 use crate::sketch::minhash::{self, BSketch, MinHasher, Profile};
 use crate::sketch::paragraphs::{self, ParagraphInfo};
 use crate::sketch::rp::{self, RpParams};
 use crate::sketch::simhash::{self, SimHash, SimHasher};
 use crate::text::{self, Extraction};
-use xxhash_rust::xxh3::Xxh3;
 
 /// Parameters of every signature. Changing any of them changes [`SignerConfig::describe`] and so
 /// the parameter fingerprint every signature event carries.
@@ -89,8 +89,9 @@ pub struct Signer {
     simhasher: SimHasher,
     term: String,
     term_fps: Vec<u64>,
-    rp_scratch: Vec<u64>,
-    chunk: String,
+    bag: TermBag,
+    /// The page's terms as Cho's chunker lays them out (see [`chunks::Chunker`]).
+    chunk: Vec<u8>,
     sig: PageSignature,
 }
 
@@ -103,8 +104,8 @@ impl Signer {
             cfg,
             term: String::new(),
             term_fps: Vec::new(),
-            rp_scratch: Vec::new(),
-            chunk: String::new(),
+            bag: TermBag::new(),
+            chunk: Vec::new(),
             sig: PageSignature::default(),
         }
     }
@@ -120,7 +121,6 @@ impl Signer {
         let sig = &mut self.sig;
         text::extract(html, page, &mut sig.extraction);
         self.term_fps.clear();
-        let mut h = Xxh3::new();
         let max = self.cfg.max_terms;
         let mut n = 0usize;
         let fps = &mut self.term_fps;
@@ -131,10 +131,6 @@ impl Signer {
                 n += 1;
                 return;
             }
-            if n > 0 {
-                h.update(b" ");
-            }
-            h.update(t.as_bytes());
             fps.push(minhash::term_fingerprint(t));
             if new_line {
                 chunker.end_line();
@@ -143,17 +139,22 @@ impl Signer {
             n += 1;
         });
         chunker.finish();
-        sig.text_hash = h.digest128();
+        // The chunker holds every term once; joined by single spaces they are the input of the
+        // normalised-text hash (one XXH3 over a buffer, the same value as streaming the terms).
+        sig.text_hash = xxhash_rust::xxh3::xxh3_128(chunks::joined_terms(&mut self.chunk));
         sig.tokens = n.min(max) as u64;
         sig.truncated = n > max;
         self.minhasher.sketch(&self.term_fps, &mut sig.b);
         sig.c = self.simhasher.simhash(&self.term_fps);
         sig.paragraph_info =
             paragraphs::paragraph_fingerprints(&sig.extraction.text, &mut sig.paragraphs);
-        rp::rp_signature(
-            self.term_fps.iter().copied(),
+        // RP projects the bag of words: counting it in a table and sorting the distinct terms
+        // (RP's summation order) is cheaper than sorting every token.
+        self.bag.count(&self.term_fps);
+        self.bag.sort();
+        rp::rp_signature_of_bag(
+            self.bag.entries().iter().copied(),
             &self.cfg.rp,
-            &mut self.rp_scratch,
             &mut sig.rp,
         );
         &self.sig

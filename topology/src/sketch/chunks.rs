@@ -86,7 +86,7 @@ impl Default for ChunkParams {
 #[derive(Debug, Default, Clone)]
 pub struct ChunkScratch {
     text: String,
-    chunk: String,
+    chunk: Vec<u8>,
     term: String,
 }
 
@@ -135,12 +135,18 @@ pub fn chunk_similar(a: &[u32], b: &[u32], params: &ChunkParams) -> bool {
 /// Wraps terms into lines and hashes every `lines_per_chunk` lines into one fingerprint. Fed
 /// term by term, so it can ride on a tokenizing pass that already happens (see
 /// [`crate::signer`]).
+///
+/// Every term is copied once, into `text`: all the page's terms, joined by `' '` within a line
+/// and by `'\n'` between lines, so each chunk is a slice of it, hashed once when complete. With
+/// the `'\n'`s turned into spaces ([`joined_terms`]) the same buffer is the page's terms joined by
+/// single spaces, which the signer hashes into the normalised-text hash.
 pub struct Chunker<'a> {
     lines_per_chunk: usize,
     wrap_columns: usize,
-    /// The current chunk's bytes, hashed once when it is complete (the same XXH3 value as
-    /// feeding them piece by piece, without the per-call cost of a streaming hasher).
-    chunk: &'a mut String,
+    /// The terms so far (cleared by [`Chunker::new`]).
+    text: &'a mut Vec<u8>,
+    /// Where the current chunk starts in `text`.
+    chunk_start: usize,
     /// Complete lines in the current chunk.
     lines: usize,
     /// Characters on the current line (0: no line open).
@@ -149,14 +155,15 @@ pub struct Chunker<'a> {
 }
 
 impl<'a> Chunker<'a> {
-    /// A chunker writing fingerprints into `out` (cleared); `chunk` is reusable scratch.
-    pub fn new(params: &ChunkParams, chunk: &'a mut String, out: &'a mut Vec<u32>) -> Self {
+    /// A chunker writing fingerprints into `out` (cleared); `text` (cleared) receives the terms.
+    pub fn new(params: &ChunkParams, text: &'a mut Vec<u8>, out: &'a mut Vec<u32>) -> Self {
         out.clear();
-        chunk.clear();
+        text.clear();
         Chunker {
             lines_per_chunk: params.lines_per_chunk,
             wrap_columns: params.wrap_columns,
-            chunk,
+            text,
+            chunk_start: 0,
             lines: 0,
             line_chars: 0,
             out,
@@ -164,19 +171,27 @@ impl<'a> Chunker<'a> {
     }
 
     /// The next term of the current line (wrapped at `wrap_columns`).
+    #[inline]
     pub fn term(&mut self, t: &str) {
         // Characters, counted as the bytes that start one.
-        let n = t.bytes().filter(|b| (b & 0xC0) != 0x80).count();
+        let n = if t.is_ascii() {
+            t.len()
+        } else {
+            t.bytes().filter(|b| (b & 0xC0) != 0x80).count()
+        };
         if self.line_chars > 0 && self.line_chars + 1 + n > self.wrap_columns {
             self.end_line();
         }
-        if self.line_chars > 0 {
-            self.chunk.push(' ');
-            self.line_chars += 1;
-        } else if self.lines > 0 {
-            self.chunk.push('\n');
+        if !self.text.is_empty() {
+            self.text
+                .push(if self.line_chars > 0 { b' ' } else { b'\n' });
         }
-        self.chunk.push_str(t);
+        if self.line_chars > 0 {
+            self.line_chars += 1;
+        } else if self.lines == 0 {
+            self.chunk_start = self.text.len();
+        }
+        self.text.extend_from_slice(t.as_bytes());
         self.line_chars += n;
     }
 
@@ -193,9 +208,9 @@ impl<'a> Chunker<'a> {
     }
 
     fn emit(&mut self) {
-        let fp = xxhash_rust::xxh3::xxh3_64_with_seed(self.chunk.as_bytes(), CHUNK_SEED);
+        let chunk = &self.text[self.chunk_start..];
+        let fp = xxhash_rust::xxh3::xxh3_64_with_seed(chunk, CHUNK_SEED);
         self.out.push(fp as u32);
-        self.chunk.clear();
         self.lines = 0;
     }
 
@@ -208,6 +223,16 @@ impl<'a> Chunker<'a> {
         self.out.sort_unstable();
         self.out.dedup();
     }
+}
+
+/// Turns the `text` a [`Chunker`] filled into the page's terms joined by single spaces (terms
+/// never contain `'\n'`: they are runs of letters and digits, or image URLs).
+pub fn joined_terms(text: &mut [u8]) -> &[u8] {
+    for b in text.iter_mut() {
+        // Branch-free, so the loop vectorises.
+        *b = if *b == b'\n' { b' ' } else { *b };
+    }
+    text
 }
 
 /// Elements a text renderer puts on lines of their own (lower-case names).

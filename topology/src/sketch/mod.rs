@@ -2,6 +2,7 @@
 //! signature, computed from the page's terms (see [`crate::text`]) into caller-owned buffers, so
 //! that signing a page allocates nothing in steady state.
 
+pub mod bag;
 pub mod change;
 pub mod chunks;
 pub mod minhash;

@@ -20,13 +20,16 @@
 //! Adding ±1 per bit and taking the sign is the same as counting, per bit, the tokens whose
 //! projection has a 1 there and comparing twice the count with the number of tokens. The counts
 //! are kept bit-sliced — counter bit k of all 384 positions in six 64-bit words — and the
-//! projections are added with a Harley–Seal carry-save-adder tree (15 CSAs per 16 tokens, then
-//! one ripple add into the slices of the 16s). That is a few word operations per token and
+//! projections are added with a two-level Harley–Seal carry-save-adder tree (15 CSAs per 16
+//! tokens, 15 more per 256, and one ripple add into the slices per 256 tokens), one 64-bit word
+//! of the projections at a time so that the tree's operands stay in registers. That is a few word operations per token and
 //! position word, instead of 384 lane additions per token, and needs no unsafe SIMD intrinsic.
 //! The final comparison `2·count > tokens` is done on the slices too. Nothing is allocated.
 //! Counting distinct terms first (a hash table, then one projection per distinct term and
-//! carry-save trees per bit of the counts) was measured slower, even on real documents with
-//! only 24 % distinct terms: the table costs more than the projections it saves. About 8 ns per
+//! carry-save trees per bit of the counts) was measured slower, twice, the second time with an
+//! open-addressing table keyed by the pre-mixed fingerprint ([`super::bag::TermBag`]): 249 M
+//! against 206 M instructions on 400 documents of the peers' corpus, where most distinct terms
+//! occur once and so still cost a projection each. About 8 ns per
 //! token on the 2-core development machine (13 µs for a 1,618-term document).
 //!
 //! A page without tokens has the simhash of all zero bits.
@@ -65,14 +68,14 @@ pub struct SimHash(pub [u64; WORDS]);
 
 type Slice = [u64; WORDS];
 
-/// Counter slices of the 16s: slice k holds bit 4 + k of every position's count.
-const SIXTEENS: usize = 60;
+/// Counter slices: slice k holds bit k of every position's count.
+const SLICES: usize = 64;
 
-/// Computes simhashes. Holds the bit-sliced counters between pages (about 3 KB), so that a
-/// page costs no allocation.
+/// Computes simhashes. Holds the bit-sliced counters between pages (3 KB), so that a page
+/// costs no allocation.
 #[derive(Debug, Clone)]
 pub struct SimHasher {
-    sixteens: [Slice; SIXTEENS],
+    slices: [Slice; SLICES],
 }
 
 impl Default for SimHasher {
@@ -85,89 +88,22 @@ impl SimHasher {
     /// A hasher.
     pub fn new() -> Self {
         SimHasher {
-            sixteens: [[0; WORDS]; SIXTEENS],
+            slices: [[0; WORDS]; SLICES],
         }
     }
 
     /// The simhash of a page given its term fingerprints (tokens) in any order.
     pub fn simhash(&mut self, term_fps: &[u64]) -> SimHash {
-        let (mut ones, mut twos, mut fours, mut eights) =
-            ([0u64; WORDS], [0; WORDS], [0; WORDS], [0; WORDS]);
-        let mut used = 0; // slices of `sixteens` in use
-        let mut blocks = term_fps.chunks_exact(16);
-        for b in &mut blocks {
-            // Harley–Seal: 16 inputs into ones/twos/fours/eights, one carry out of weight 16.
-            let (twos_a, o) = csa(&ones, &project(b[0]), &project(b[1]));
-            let (twos_b, o) = csa(&o, &project(b[2]), &project(b[3]));
-            let (fours_a, t) = csa(&twos, &twos_a, &twos_b);
-            let (twos_a, o) = csa(&o, &project(b[4]), &project(b[5]));
-            let (twos_b, o) = csa(&o, &project(b[6]), &project(b[7]));
-            let (fours_b, t) = csa(&t, &twos_a, &twos_b);
-            let (eights_a, f) = csa(&fours, &fours_a, &fours_b);
-            let (twos_a, o) = csa(&o, &project(b[8]), &project(b[9]));
-            let (twos_b, o) = csa(&o, &project(b[10]), &project(b[11]));
-            let (fours_a, t) = csa(&t, &twos_a, &twos_b);
-            let (twos_a, o) = csa(&o, &project(b[12]), &project(b[13]));
-            let (twos_b, o) = csa(&o, &project(b[14]), &project(b[15]));
-            let (fours_b, t) = csa(&t, &twos_a, &twos_b);
-            let (eights_b, f) = csa(&f, &fours_a, &fours_b);
-            let (sixteens, e) = csa(&eights, &eights_a, &eights_b);
-            (ones, twos, fours, eights) = (o, t, f, e);
-            // Ripple the 16s into their counter slices.
-            let mut carry = sixteens;
-            let mut k = 0;
-            while carry.iter().any(|&c| c != 0) {
-                let slice = &mut self.sixteens[k];
-                let mut next = [0u64; WORDS];
-                for w in 0..WORDS {
-                    next[w] = slice[w] & carry[w];
-                    slice[w] ^= carry[w];
-                }
-                carry = next;
-                k += 1;
-            }
-            used = used.max(k);
-        }
-        for &t in blocks.remainder() {
-            // Fewer than 16 tokens left: ripple each one in.
-            let mut carry = project(t);
-            for slice in [&mut ones, &mut twos, &mut fours, &mut eights] {
-                for w in 0..WORDS {
-                    let c = slice[w] & carry[w];
-                    slice[w] ^= carry[w];
-                    carry[w] = c;
-                }
-            }
-            let mut k = 0;
-            while carry.iter().any(|&c| c != 0) {
-                let slice = &mut self.sixteens[k];
-                for w in 0..WORDS {
-                    let c = slice[w] & carry[w];
-                    slice[w] ^= carry[w];
-                    carry[w] = c;
-                }
-                k += 1;
-            }
-            used = used.max(k);
-        }
+        let used = self.add_ones(term_fps);
         // Bit = 1 iff 2·count > n, i.e. count > n / 2 (integer division), compared slice by
         // slice from the most significant bit down.
         let threshold = (term_fps.len() / 2) as u64;
-        // (4 + used <= 64 slices; the count never exceeds the token count, so the threshold
-        // never needs more bits than the slices in use.)
-        let width = (4 + used)
+        let width = used
             .max(64 - threshold.leading_zeros() as usize)
-            .min(64);
+            .min(SLICES);
         let (mut gt, mut eq) = ([0u64; WORDS], [u64::MAX; WORDS]);
         for bit in (0..width).rev() {
-            let c = match bit {
-                0 => ones,
-                1 => twos,
-                2 => fours,
-                3 => eights,
-                b if b - 4 < used => self.sixteens[b - 4],
-                _ => [0; WORDS],
-            };
+            let c = self.slices[bit];
             let t = (threshold >> bit) & 1 == 1;
             for w in 0..WORDS {
                 if t {
@@ -178,11 +114,107 @@ impl SimHasher {
                 }
             }
         }
-        for slice in &mut self.sixteens[..used] {
+        for slice in &mut self.slices[..used] {
             *slice = [0; WORDS];
         }
         SimHash(gt)
     }
+
+    /// Adds `carry` to the counters at weight 2^k; returns the number of slices now in use
+    /// (at least).
+    fn ripple(&mut self, mut carry: Slice, mut k: usize) -> usize {
+        while k < SLICES && carry.iter().any(|&c| c != 0) {
+            let slice = &mut self.slices[k];
+            for w in 0..WORDS {
+                let c = slice[w] & carry[w];
+                slice[w] ^= carry[w];
+                carry[w] = c;
+            }
+            k += 1;
+        }
+        k
+    }
+
+    /// Counts the projections of `fps` (each with weight 1) into the empty counters with a
+    /// two-level Harley–Seal carry-save-adder tree; returns the number of slices in use.
+    ///
+    /// The first level adds 16 tokens into counters of weight 1, 2, 4, 8 and yields a word of
+    /// weight 16; the second adds 16 of those into counters of weight 16 ... 128, and only its
+    /// carry of weight 256 is rippled into the slices. The trees run one projection word at a
+    /// time, so that their operands are single 64-bit values the compiler keeps in registers.
+    fn add_ones(&mut self, fps: &[u64]) -> usize {
+        let mut low = [[0u64; 4]; WORDS]; // weights 1, 2, 4, 8 of every word
+        let mut high = [[0u64; 4]; WORDS]; // weights 16, 32, 64, 128
+        let mut sixteens = [[0u64; 16]; WORDS]; // first-level carries not yet added
+        let mut pending = 0;
+        let mut used = 8; // slices in use
+        let mut blocks = fps.chunks_exact(16);
+        for b in &mut blocks {
+            for w in 0..WORDS {
+                let (seed, mul) = (PROJECTION_SEEDS[w], PROJECTION_MULS[w]);
+                sixteens[w][pending] = harley_seal(&mut low[w], |i| mum(b[i] ^ seed, mul));
+            }
+            pending += 1;
+            if pending == 16 {
+                pending = 0;
+                for w in 0..WORDS {
+                    let carry = harley_seal(&mut high[w], |i| sixteens[w][i]);
+                    used = used.max(self.ripple_word(w, carry, 8));
+                }
+            }
+        }
+        for w in 0..WORDS {
+            for k in 0..4 {
+                self.slices[k][w] = low[w][k];
+                self.slices[4 + k][w] = high[w][k];
+            }
+            for &carry in &sixteens[w][..pending] {
+                used = used.max(self.ripple_word(w, carry, 4));
+            }
+        }
+        for &t in blocks.remainder() {
+            // Fewer than 16 tokens left: ripple each one in.
+            used = used.max(self.ripple(project(t), 0));
+        }
+        used
+    }
+
+    /// Adds `carry` to word `w` of the counters at weight 2^k; returns the number of slices in
+    /// use (at least). A count never reaches 2^64, so the carry dies within the slices.
+    fn ripple_word(&mut self, w: usize, mut carry: u64, mut k: usize) -> usize {
+        while carry != 0 {
+            let slice = &mut self.slices[k][w];
+            let c = *slice & carry;
+            *slice ^= carry;
+            carry = c;
+            k += 1;
+        }
+        k
+    }
+}
+
+/// Harley–Seal: adds 16 bit-sliced words `x(0..16)` into the counters `acc` (weights 1, 2, 4,
+/// 8 of some unit) with 15 carry-save adders; returns the carry-out word of weight 16.
+#[inline(always)]
+fn harley_seal(acc: &mut [u64; 4], x: impl Fn(usize) -> u64) -> u64 {
+    let [ones, twos, fours, eights] = *acc;
+    let (twos_a, o) = csa(ones, x(0), x(1));
+    let (twos_b, o) = csa(o, x(2), x(3));
+    let (fours_a, t) = csa(twos, twos_a, twos_b);
+    let (twos_a, o) = csa(o, x(4), x(5));
+    let (twos_b, o) = csa(o, x(6), x(7));
+    let (fours_b, t) = csa(t, twos_a, twos_b);
+    let (eights_a, f) = csa(fours, fours_a, fours_b);
+    let (twos_a, o) = csa(o, x(8), x(9));
+    let (twos_b, o) = csa(o, x(10), x(11));
+    let (fours_a, t) = csa(t, twos_a, twos_b);
+    let (twos_a, o) = csa(o, x(12), x(13));
+    let (twos_b, o) = csa(o, x(14), x(15));
+    let (fours_b, t) = csa(t, twos_a, twos_b);
+    let (eights_b, f) = csa(f, fours_a, fours_b);
+    let (sixteens, e) = csa(eights, eights_a, eights_b);
+    *acc = [o, t, f, e];
+    sixteens
 }
 
 /// `mum(a, b)`: the 128-bit product with its halves xored.
@@ -202,16 +234,11 @@ fn project(t: u64) -> Slice {
     v
 }
 
-/// Carry-save adder of three bit-sliced inputs: (carry, sum).
+/// Carry-save adder of three bit-sliced words: (carry, sum).
 #[inline(always)]
-fn csa(a: &Slice, b: &Slice, c: &Slice) -> (Slice, Slice) {
-    let (mut hi, mut lo) = ([0u64; WORDS], [0u64; WORDS]);
-    for w in 0..WORDS {
-        let u = a[w] ^ b[w];
-        hi[w] = (a[w] & b[w]) | (u & c[w]);
-        lo[w] = u ^ c[w];
-    }
-    (hi, lo)
+fn csa(a: u64, b: u64, c: u64) -> (u64, u64) {
+    let u = a ^ b;
+    ((a & b) | (u & c), u ^ c)
 }
 
 /// Henzinger's 12 non-overlapping 32-bit pieces: piece i is bits 32i..32i+32, i.e. the low
