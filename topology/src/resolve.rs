@@ -308,7 +308,7 @@ fn is_plain_host(host: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-')
         && !host.starts_with(['.', '-'])
         && !host.ends_with('.')
-        && !host.contains("..")
+        && !host.as_bytes().windows(2).any(|w| w == b"..")
         && !host
             .rsplit('.')
             .next()

@@ -142,7 +142,7 @@ fn on_tag(
     };
     let mut decoded = std::mem::take(&mut out.attribute);
     decoded.clear();
-    html_escape::decode_html_entities_to_string(value.trim(), &mut decoded);
+    push_decoded(value.trim(), &mut decoded);
     let resolve_from = base.as_ref().unwrap_or(page);
     let mut resolved = std::mem::take(&mut out.resolved);
     if crate::resolve::resolve(resolve_from, &decoded, &mut resolved) {

@@ -171,7 +171,7 @@ impl<'a> Chunker<'a> {
     }
 
     /// The next term of the current line (wrapped at `wrap_columns`).
-    #[inline]
+    #[inline(always)]
     pub fn term(&mut self, t: &str) {
         // Characters, counted as the bytes that start one.
         let n = if t.is_ascii() {
