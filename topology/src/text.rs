@@ -359,31 +359,11 @@ pub fn for_each_term(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     for_each_term_lines(text, buf, |t, _| f(t));
 }
 
-/// Byte classes of the tokenizer: ASCII separators, ASCII lower-case letters and digits, ASCII
-/// upper-case letters, and the bytes of non-ASCII characters.
-const SEP: u8 = 0;
-const LOWER: u8 = 1;
-const UPPER: u8 = 2;
-const HIGH: u8 = 3;
-
-static BYTE_CLASS: [u8; 256] = {
-    let mut t = [SEP; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        t[i] = if b >= 0x80 {
-            HIGH
-        } else if b.is_ascii_uppercase() {
-            UPPER
-        } else if b.is_ascii_alphanumeric() {
-            LOWER
-        } else {
-            SEP
-        };
-        i += 1;
-    }
-    t
-};
+/// A byte that separates terms: ASCII, and neither a letter nor a digit.
+#[inline(always)]
+fn is_separator(c: u8) -> bool {
+    c < 0x80 && !c.is_ascii_alphanumeric()
+}
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
@@ -444,7 +424,7 @@ fn skip_separators(b: &[u8], mut i: usize) -> (usize, bool) {
         new_line |= newlines != 0;
         i += 8;
     }
-    while i < b.len() && BYTE_CLASS[b[i] as usize] == SEP {
+    while i < b.len() && is_separator(b[i]) {
         new_line |= b[i] == b'\n';
         i += 1;
     }
@@ -473,8 +453,8 @@ fn is_alphanumeric(ch: char) -> bool {
 /// term (or the start of the text) and this one: the chunks of seed 003 are lines of terms.
 ///
 /// The text is first copied into `buf` with its ASCII letters lower-cased (a vectorised copy,
-/// and the same byte offsets as `text`); then one forward pass over the bytes with a
-/// byte-class table finds the terms. A term of ASCII letters and digits (nearly every term of
+/// and the same byte offsets as `text`); then one forward pass finds the runs of separators
+/// and of ASCII letters and digits eight bytes at a time. A term of ASCII letters and digits (nearly every term of
 /// most pages) is passed as a slice of that copy; a term with other characters is lower-cased
 /// into `buf` after the copy, character by character.
 pub fn for_each_term_lines(text: &str, buf: &mut String, mut f: impl FnMut(&str, bool)) {
@@ -492,7 +472,7 @@ pub fn for_each_term_lines(text: &str, buf: &mut String, mut f: impl FnMut(&str,
         if i >= n {
             break;
         }
-        if BYTE_CLASS[b[i] as usize] == HIGH {
+        if b[i] >= 0x80 {
             let ch = text[i..].chars().next().expect("char boundary");
             if ch == IMG_TERM_MARK {
                 // An <img> URL term: the whole span up to the closing mark is one term.
@@ -516,7 +496,7 @@ pub fn for_each_term_lines(text: &str, buf: &mut String, mut f: impl FnMut(&str,
             // An ASCII letter or digit: the run of them is the whole term unless a non-ASCII
             // character continues it.
             let j = ascii_alnum_end(b, i + 1);
-            if j == n || BYTE_CLASS[b[j] as usize] == SEP {
+            if j == n || is_separator(b[j]) {
                 f(&buf[i..j], std::mem::take(&mut new_line));
                 i = j;
                 continue;

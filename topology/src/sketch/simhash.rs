@@ -120,21 +120,6 @@ impl SimHasher {
         SimHash(gt)
     }
 
-    /// Adds `carry` to the counters at weight 2^k; returns the number of slices now in use
-    /// (at least).
-    fn ripple(&mut self, mut carry: Slice, mut k: usize) -> usize {
-        while k < SLICES && carry.iter().any(|&c| c != 0) {
-            let slice = &mut self.slices[k];
-            for w in 0..WORDS {
-                let c = slice[w] & carry[w];
-                slice[w] ^= carry[w];
-                carry[w] = c;
-            }
-            k += 1;
-        }
-        k
-    }
-
     /// Counts the projections of `fps` (each with weight 1) into the empty counters with a
     /// two-level Harley–Seal carry-save-adder tree; returns the number of slices in use.
     ///
@@ -174,7 +159,9 @@ impl SimHasher {
         }
         for &t in blocks.remainder() {
             // Fewer than 16 tokens left: ripple each one in.
-            used = used.max(self.ripple(project(t), 0));
+            for (w, &word) in project(t).iter().enumerate() {
+                used = used.max(self.ripple_word(w, word, 0));
+            }
         }
         used
     }
