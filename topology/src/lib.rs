@@ -29,6 +29,7 @@ pub mod exact;
 pub mod history;
 pub mod mirrors;
 pub mod near;
+pub mod replicas;
 pub mod resolve;
 pub mod signer;
 pub mod site;
