@@ -76,6 +76,42 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
             "{kind:?} is not deterministic"
         );
     }
+    for state in ["cluster-map.jsonl", "evolution.json"] {
+        assert_eq!(
+            std::fs::read(out1.join(state)).unwrap(),
+            std::fs::read(out2.join(state)).unwrap(),
+            "{state} is not deterministic"
+        );
+    }
+    check_cluster_map(&out1);
+    // Evolution: one entry per crawl round of the input, in order.
+    let evolution: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out1.join("evolution.json")).unwrap()).unwrap();
+    let mut rounds: Vec<String> = vec![];
+    for r in &sample.records {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(r) else {
+            continue;
+        };
+        if let Some(id) = v.get("crawl_id").and_then(|c| c.as_str()) {
+            if rounds.last().map(String::as_str) != Some(id) && v.get("url").is_some() {
+                rounds.push(id.to_owned());
+            }
+        }
+    }
+    let got: Vec<&str> = evolution["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["crawl_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, rounds, "evolution.json rounds");
+    for r in evolution["rounds"].as_array().unwrap() {
+        let (pages, near) = (
+            r["pages"].as_u64().unwrap(),
+            r["near_duplicate_pages"].as_u64().unwrap(),
+        );
+        assert!(near > 0 && near <= pages, "{r}");
+    }
     // Dead letters name the file and line of the bad record.
     for (line, (index, reason)) in lines(&out1, OutputKind::DeadLetter)
         .iter()
@@ -260,6 +296,60 @@ fn eval_scores_a_replay_directory_against_a_truth_as_json() {
     assert!(!err.status.success());
     let err = String::from_utf8_lossy(&err.stderr);
     assert!(err.contains("--truth") && err.contains("--labels"), "{err}");
+}
+
+/// The cluster map of a replay: sorted by URL, a row per clustered URL and level, and each
+/// cluster's rows agree on its size and canonical, which is one of its members.
+fn check_cluster_map(out: &Path) {
+    let text = std::fs::read_to_string(out.join("cluster-map.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        !rows.is_empty(),
+        "the sample crawl has near-duplicates: the map is empty"
+    );
+    let urls: Vec<&str> = rows.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    assert!(
+        urls.windows(2).all(|w| w[0] <= w[1]),
+        "rows not sorted by URL"
+    );
+    let mut by_cluster: std::collections::BTreeMap<&str, Vec<&serde_json::Value>> =
+        Default::default();
+    let mut seen = BTreeSet::new();
+    for r in &rows {
+        let level = r["level"].as_str().unwrap();
+        assert!(
+            matches!(level, "very_similar" | "virtually_identical"),
+            "{r}"
+        );
+        assert!(
+            seen.insert((r["url"].as_str().unwrap(), level)),
+            "two rows for {r}"
+        );
+        by_cluster
+            .entry(r["cluster_id"].as_str().unwrap())
+            .or_default()
+            .push(r);
+    }
+    assert!(seen.iter().any(|(_, l)| *l == "very_similar"));
+    for (id, members) in by_cluster {
+        let size = members[0]["size"].as_u64().unwrap();
+        let canonical = members[0]["canonical"].as_str().unwrap();
+        assert_eq!(members.len() as u64, size, "cluster {id}: rows != size");
+        assert!(size >= 2, "cluster {id} of one page");
+        for m in &members {
+            assert_eq!(m["size"].as_u64().unwrap(), size, "cluster {id}");
+            assert_eq!(m["canonical"].as_str().unwrap(), canonical, "cluster {id}");
+        }
+        assert!(
+            members
+                .iter()
+                .any(|m| m["url"].as_str().unwrap() == canonical),
+            "cluster {id}: canonical {canonical} is not a member"
+        );
+    }
 }
 
 fn tempdir(name: &str) -> std::path::PathBuf {

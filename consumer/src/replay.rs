@@ -3,7 +3,11 @@
 //! Each input line is one record (bytes, not necessarily UTF-8: a line that is not is a dead
 //! letter like any other bad record). Blank lines are not records and are skipped. Outputs go to
 //! `OUT/<kind>.jsonl`, one event value per line, in the order the topology emitted them; the same
-//! input gives byte-identical files.
+//! input gives byte-identical files. Two more files describe the state at the end:
+//! `OUT/cluster-map.jsonl` (every clustered URL at each level: cluster id, size, canonical; sorted
+//! by URL, then level) and `OUT/evolution.json` (seed 000 §3 between crawl rounds: the share of
+//! near-duplicate pages, the cluster-size distribution, and containment Φ, reverse containment
+//! and similarity Ψ against round 1 by round-1 cluster size).
 
 use anyhow::{Context, Result};
 use neardup_schemas::{OutputKind, Source};
@@ -108,7 +112,11 @@ pub fn replay_files(
     cfg: neardup_topology::Config,
 ) -> Result<ReplayReport> {
     let started = Instant::now();
-    let mut topo = Topology::new(cfg);
+    // A replay remembers every round's URLs for the evolution figures (seed 000 §3).
+    let mut topo = Topology::new(neardup_topology::Config {
+        track_evolution: true,
+        ..cfg
+    });
     let mut sink = FileSink::create(out_dir)?;
     let mut out = Vec::new();
     let mut write_err = None;
@@ -131,11 +139,53 @@ pub fn replay_files(
         }
     }
     sink.finish()?;
-    let summary = crate::summary::render(&topo, started.elapsed());
+    write_cluster_map(&topo, &out_dir.join("cluster-map.jsonl"))?;
+    let rounds = topo.finish_evolution().to_vec();
+    let path = out_dir.join("evolution.json");
+    let evolution = serde_json::json!({ "rounds": rounds });
+    std::fs::write(&path, serde_json::to_string_pretty(&evolution)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let mut summary = crate::summary::render(&topo, started.elapsed());
+    if !rounds.is_empty() {
+        let shares: Vec<String> = rounds
+            .iter()
+            .map(|r| format!("{} {:.1} %", r.crawl_id, 100.0 * r.near_duplicate_share))
+            .collect();
+        summary.push_str(&format!(
+            "  near-duplicate pages by round: {} (evolution.json)\n",
+            shares.join(", ")
+        ));
+    }
     Ok(ReplayReport {
         summary,
         topology: topo,
     })
+}
+
+/// Writes the cluster map: one line per clustered URL and level (`very_similar`, then
+/// `virtually_identical`), sorted by URL, with the cluster's id, size and canonical URL.
+pub fn write_cluster_map(topo: &Topology, path: &Path) -> Result<()> {
+    use neardup_schemas::PairLevel;
+    let mut rows = vec![];
+    for level in [PairLevel::VerySimilar, PairLevel::VirtuallyIdentical] {
+        let name = serde_json::to_value(level)?;
+        for (url, info) in topo.clusters(level).map(|c| c.map()).unwrap_or_default() {
+            rows.push((url, name.clone(), info));
+        }
+    }
+    // Stable: sorted by URL, and per URL the levels in the order above.
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut w = BufWriter::new(f);
+    for (url, level, info) in rows {
+        let row = serde_json::json!({
+            "url": url, "level": level, "cluster_id": info.id, "size": info.size,
+            "canonical": info.canonical,
+        });
+        writeln!(w, "{row}")?;
+    }
+    w.flush()?;
+    Ok(())
 }
 
 /// Runs `records` (e.g. a sample crawl) through a fresh topology in memory; the test oracle for

@@ -183,7 +183,11 @@ fn compare(first: &Snapshot, now: &Snapshot) -> Vec<BucketFigures> {
         }
     }
     let mut sums = vec![(0u64, 0.0f64, 0.0f64, 0.0f64); BUCKETS.len()];
-    for (u, &g1) in &first.group {
+    // Floating-point sums depend on their order: sum in URL order, so that the figures are the
+    // same bits in every run (a hash map's order changes from process to process).
+    let mut urls: Vec<(&Arc<str>, u32)> = first.group.iter().map(|(u, &g)| (u, g)).collect();
+    urls.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (u, g1) in urls {
         let s1 = first.sizes[g1 as usize];
         let Some(b) = BUCKETS.iter().position(|&(lo, hi)| lo <= s1 && s1 <= hi) else {
             continue;
