@@ -388,3 +388,142 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
 async fn sigterm_drains_commits_and_restart_loses_nothing() {
     interrupted_run("term", "-TERM").await;
 }
+
+/// One HTTP GET on loopback, by hand (the test needs no HTTP client crate): (status, body).
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    conn.read_to_string(&mut text).ok()?;
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n")?.1.to_owned();
+    Some((status, body))
+}
+
+/// Percent-encodes a query parameter value (everything but unreserved characters).
+fn encode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_map_is_served_over_http() {
+    let s = Setup::new("http").await;
+    let sample = sample_crawl(&SampleOptions::default());
+    s.produce(&sample).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut guard = KillOnDrop(s.spawn(&["--http-listen", &listen]));
+    let child = &mut guard.0;
+
+    // What the map must say once every record is processed: the topology's own state after
+    // the same records.
+    let mut topo = neardup_topology::Topology::new(Config::default());
+    let mut scratch = vec![];
+    for (i, r) in sample.records.iter().enumerate() {
+        let src = Source::Kafka {
+            topic: s.input.clone(),
+            partition: 0,
+            offset: i as i64,
+        };
+        topo.process(r, &src, &mut scratch);
+    }
+    let levels = [
+        ("very_similar", neardup_schemas::PairLevel::VerySimilar),
+        (
+            "virtually_identical",
+            neardup_schemas::PairLevel::VirtuallyIdentical,
+        ),
+    ];
+    let mut expected: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    for (_, level) in levels {
+        for (url, _) in topo.clusters(level).unwrap().map() {
+            let mut want = serde_json::json!({ "url": url });
+            for (name, level) in levels {
+                want[name] = match topo.clusters(level).unwrap().cluster_of(&url) {
+                    Some(c) => serde_json::json!({
+                        "cluster_id": c.id, "size": c.size, "canonical": c.canonical
+                    }),
+                    None => serde_json::Value::Null,
+                };
+            }
+            expected.insert(url, want);
+        }
+    }
+    assert!(
+        expected.len() >= 4,
+        "the sample crawl has clusters: {expected:?}"
+    );
+
+    // Poll until every clustered URL is answered as in the final state (or time out).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut mismatch = String::new();
+    loop {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "neardup exited while serving"
+        );
+        let mut all = true;
+        for (url, want) in &expected {
+            match http_get(port, &format!("/clusters?url={}", encode(url))) {
+                Some((200, body))
+                    if serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .as_ref()
+                        == Some(want) => {}
+                other => {
+                    all = false;
+                    mismatch = format!("{url}: {other:?}, want {want}");
+                    break;
+                }
+            }
+        }
+        if all {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the served map never matched: {mismatch}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (status, body) = http_get(port, "/clusters?url=http%3A%2F%2Fnowhere.example%2Fx").unwrap();
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("not in any cluster"), "{body}");
+    let (status, body) = http_get(port, "/clusters").unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(http_get(port, "/healthz").unwrap().0, 200);
+
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(child, Duration::from_secs(60)).success());
+}
+
+/// Kills the child when a failed assertion unwinds past it, so it cannot outlive the test.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

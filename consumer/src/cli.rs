@@ -139,6 +139,10 @@ pub struct RunArgs {
     /// Stop when every assigned partition has been read to its end (for batch jobs and tests).
     #[arg(long, env = "NEARDUP_EXIT_AT_END")]
     pub exit_at_end: bool,
+    /// Serve the cluster map (`GET /clusters?url=URL`) and `/healthz` over HTTP on this address,
+    /// e.g. `0.0.0.0:9090` (off unless given).
+    #[arg(long, env = "NEARDUP_HTTP_LISTEN")]
+    pub http_listen: Option<String>,
     /// How often acknowledged offsets are committed.
     #[arg(long, default_value = "1s", value_parser = parse_duration, env = "NEARDUP_COMMIT_INTERVAL")]
     pub commit_interval: Duration,

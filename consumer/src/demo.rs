@@ -87,7 +87,9 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
     );
 
     let (_tx, rx) = watch::channel(false);
-    let outcome = kafka::run(&opts, neardup_topology::Config::default(), rx).await?;
+    // No HTTP in the demo: the query channel's sender is dropped at once.
+    let (_, queries) = tokio::sync::mpsc::channel(1);
+    let outcome = kafka::run(&opts, neardup_topology::Config::default(), rx, queries).await?;
     let outputs = read_back(&brokers, &opts.output_topics())?;
     if let Some(dir) = &args.out {
         let mut sink = FileSink::create(dir)?;

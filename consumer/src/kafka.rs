@@ -18,6 +18,7 @@
 //! offsets: the records are processed again after a restart.
 
 use crate::cli::RunArgs;
+use crate::http::ClusterQuery;
 use anyhow::{anyhow, bail, Context as _, Result};
 use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
@@ -33,7 +34,7 @@ use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 /// Everything `run` needs to talk to Kafka.
@@ -142,10 +143,14 @@ pub struct RunOutcome {
 
 /// Runs the topology on Kafka until `shutdown` turns true (or, with `exit_at_end`, until every
 /// assigned partition has been read to its end), then drains, commits and returns.
+///
+/// Questions about the cluster map arriving on `queries` (from [`crate::http`]) are answered
+/// between two input records.
 pub async fn run(
     opts: &KafkaOptions,
     cfg: neardup_topology::Config,
     mut shutdown: watch::Receiver<bool>,
+    mut queries: mpsc::Receiver<ClusterQuery>,
 ) -> Result<RunOutcome> {
     let started = Instant::now();
     let eof = if opts.exit_at_end { "true" } else { "false" };
@@ -197,6 +202,10 @@ pub async fn run(
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
                 let (p, o): (i32, i64) = done?;
                 acked.insert(p, o + 1);
+            }
+            Some(q) = queries.recv() => {
+                // The asker may have gone (a closed connection): nothing to do then.
+                let _ = q.reply.send(crate::http::answer(&topo, &q.url));
             }
             _ = tick.tick() => {
                 commit(&consumer, &opts.input_topic, &acked, &mut committed, CommitMode::Async)?;

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod demo;
 pub mod duration;
 pub mod eval;
+pub mod http;
 pub mod kafka;
 pub mod replay;
 pub mod sample;

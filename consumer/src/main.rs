@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::Parser;
 use neardup::cli::{Cli, Command};
-use neardup::{demo, eval, kafka, replay, summary};
+use neardup::{demo, eval, http, kafka, replay, summary};
 use tokio::sync::watch;
 
 fn main() -> std::process::ExitCode {
@@ -33,7 +33,14 @@ fn real_main(cli: Cli) -> Result<()> {
                 wait_for_signal().await;
                 let _ = tx.send(true);
             });
-            let outcome = kafka::run(&(&args).into(), args.topology.config(), rx).await?;
+            // The HTTP endpoints ask the run loop; without --http-listen nobody asks.
+            let (queries, asked) = tokio::sync::mpsc::channel(64);
+            if let Some(addr) = &args.http_listen {
+                let listener = http::bind(addr).await?;
+                tracing::info!(address = %listener.local_addr()?, "serving HTTP: /clusters, /healthz");
+                http::serve(listener, queries, rx.clone());
+            }
+            let outcome = kafka::run(&(&args).into(), args.topology.config(), rx, asked).await?;
             eprint!("{}", summary::render(&outcome.topology, outcome.elapsed));
             Ok(())
         }),

@@ -1,0 +1,128 @@
+//! The HTTP endpoints of `neardup run` (`--http-listen ADDR`):
+//!
+//! - `GET /clusters?url=URL` — the cluster map (issue 5): the URL's cluster at each level it is
+//!   clustered at (`very_similar`, `virtually_identical`), with the cluster's id, size and
+//!   canonical URL, as JSON; 404 when the URL is in no cluster, 400 without `url`. The URL is a
+//!   query parameter, so encode it (`curl -G --data-urlencode url=... host:port/clusters`).
+//! - `GET /healthz` — 200 while the process serves.
+//!
+//! The topology has one owner, the run loop: a query travels to it over a channel and is
+//! answered between two input records, so serving never locks or copies the state, and an
+//! answer reflects every record processed before it.
+
+use anyhow::{Context as _, Result};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use neardup_schemas::PairLevel;
+use neardup_topology::Topology;
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// A question for the run loop: the clusters of `url`.
+#[derive(Debug)]
+pub struct ClusterQuery {
+    /// The URL asked about.
+    pub url: String,
+    /// Where the answer goes: the JSON body, or `None` when the URL is in no cluster.
+    pub reply: oneshot::Sender<Option<serde_json::Value>>,
+}
+
+/// The answer to a [`ClusterQuery`] from the topology's current state.
+pub fn answer(topo: &Topology, url: &str) -> Option<serde_json::Value> {
+    let mut body = serde_json::json!({ "url": url });
+    let mut found = false;
+    for level in [PairLevel::VerySimilar, PairLevel::VirtuallyIdentical] {
+        let info = topo.clusters(level).and_then(|c| c.cluster_of(url));
+        let name = serde_json::to_value(level).ok()?;
+        let key = name.as_str().unwrap_or("level").to_owned();
+        body[key] = match info {
+            Some(i) => {
+                found = true;
+                serde_json::json!({ "cluster_id": i.id, "size": i.size, "canonical": i.canonical })
+            }
+            None => serde_json::Value::Null,
+        };
+    }
+    found.then_some(body)
+}
+
+/// Binds the listen address, with an error that says what to change.
+pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot listen on {addr} for HTTP (is the port in use? choose another with --http-listen)")
+    })
+}
+
+/// Serves the endpoints on `listener` until `shutdown` turns true.
+pub fn serve(
+    listener: tokio::net::TcpListener,
+    queries: mpsc::Sender<ClusterQuery>,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/clusters", get(clusters))
+        .with_state(queries);
+    tokio::spawn(async move {
+        let stop = async move {
+            while !*shutdown.borrow() {
+                if shutdown.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::warn!(error = %e, "the HTTP server stopped");
+        }
+    })
+}
+
+#[derive(Deserialize)]
+struct UrlParam {
+    url: Option<String>,
+}
+
+async fn clusters(
+    State(queries): State<mpsc::Sender<ClusterQuery>>,
+    Query(p): Query<UrlParam>,
+) -> Response {
+    let Some(url) = p.url.filter(|u| !u.is_empty()) else {
+        return json(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": "give the URL as a query parameter: /clusters?url=<percent-encoded URL>"}),
+        );
+    };
+    let (reply, answer) = oneshot::channel();
+    let asked = queries
+        .send(ClusterQuery {
+            url: url.clone(),
+            reply,
+        })
+        .await;
+    match (asked, answer.await) {
+        (Ok(()), Ok(Some(body))) => json(StatusCode::OK, body),
+        (Ok(()), Ok(None)) => json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"url": url, "error": "not in any cluster"}),
+        ),
+        _ => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({"error": "the topology is not running (starting or shutting down)"}),
+        ),
+    }
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response {
+    (
+        status,
+        [("content-type", "application/json")],
+        body.to_string() + "\n",
+    )
+        .into_response()
+}
