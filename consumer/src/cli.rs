@@ -69,6 +69,14 @@ pub struct TopologyArgs {
     /// Default policy: the same minimum for pages whose URLs end in different names.
     #[arg(long, default_value_t = 0.9, env = "NEARDUP_MIN_JACCARD_RENAMED")]
     pub min_jaccard_renamed: f64,
+    /// The canonical member of a cluster: criteria in order of precedence, from `earliest` (entered
+    /// the cluster first), `https`, `shorter` (URL); arrival order breaks any tie left.
+    #[arg(
+        long,
+        default_value = "earliest,https,shorter",
+        env = "NEARDUP_CANONICAL"
+    )]
+    pub canonical: neardup_topology::clusters::CanonicalPolicy,
 }
 
 fn parse_policy(s: &str) -> Result<neardup_topology::near::Policy, String> {
@@ -114,6 +122,7 @@ impl TopologyArgs {
             // Replays turn it on; a long-running service does not keep every round's URLs.
             track_evolution: false,
             collections: self.collections,
+            canonical: self.canonical.clone(),
         }
     }
 }

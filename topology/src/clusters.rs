@@ -17,9 +17,11 @@
 //!   so a replay of the same input gives the same ids, and a cluster keeps its id while members
 //!   join and leave.
 //! - **Canonical member** (the survivor policy, after Nutch's `DeduplicationJob`, extended to
-//!   near-duplicates): the member that entered the clustering first (the event time of its
-//!   first live pair at this level); ties broken by https over http, then the shorter URL, then
-//!   the earlier arrival. Every change that moves the canonical emits `canonical_changed`.
+//!   near-duplicates): by default the member that entered the clustering first (the event time
+//!   of its first live pair at this level); ties broken by https over http, then the shorter
+//!   URL, then the earlier arrival. The order of the criteria is a [`CanonicalPolicy`]
+//!   (`earliest`, `https`, `shorter`, each at most once; arrival order breaks any tie left).
+//!   Every change that moves the canonical emits `canonical_changed`.
 
 use crate::emit::Emitter;
 use neardup_schemas::{ClusterChangeKind, ClusterEvent, OutputKind, PairLevel};
@@ -27,12 +29,108 @@ use neardup_schemas::{ClusterChangeKind, ClusterEvent, OutputKind, PairLevel};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+/// One criterion of the canonical (survivor) choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CanonicalCriterion {
+    /// The member that entered the clustering first (its first live pair at this level).
+    Earliest,
+    /// https before http.
+    Https,
+    /// The shorter URL.
+    Shorter,
+}
+
+/// The survivor policy: the criteria in order of precedence; arrival order breaks ties left.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CanonicalPolicy(Vec<CanonicalCriterion>);
+
+impl Default for CanonicalPolicy {
+    fn default() -> Self {
+        use CanonicalCriterion::*;
+        CanonicalPolicy(vec![Earliest, Https, Shorter])
+    }
+}
+
+impl CanonicalPolicy {
+    /// A policy from criteria in order of precedence (a repeated criterion adds nothing).
+    pub fn new(criteria: impl IntoIterator<Item = CanonicalCriterion>) -> Self {
+        let mut v: Vec<CanonicalCriterion> = vec![];
+        for c in criteria {
+            if !v.contains(&c) {
+                v.push(c);
+            }
+        }
+        CanonicalPolicy(v)
+    }
+
+    /// The criteria in order of precedence.
+    pub fn criteria(&self) -> &[CanonicalCriterion] {
+        &self.0
+    }
+
+    /// The sort key of a member under this policy: smaller is preferred.
+    fn key(&self, first_ms: i64, url: &str) -> [u64; 3] {
+        let mut key = [0u64; 3];
+        for (k, c) in key.iter_mut().zip(&self.0) {
+            *k = match c {
+                // Order-preserving map of i64 onto u64.
+                CanonicalCriterion::Earliest => (first_ms as u64) ^ (1 << 63),
+                CanonicalCriterion::Https => u64::from(!url.starts_with("https:")),
+                CanonicalCriterion::Shorter => url.len() as u64,
+            };
+        }
+        key
+    }
+}
+
+impl std::str::FromStr for CanonicalPolicy {
+    type Err = String;
+
+    /// `earliest,https,shorter` (any order, any subset, each at most once).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut v = vec![];
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let c = match name {
+                "earliest" => CanonicalCriterion::Earliest,
+                "https" => CanonicalCriterion::Https,
+                "shorter" => CanonicalCriterion::Shorter,
+                other => {
+                    return Err(format!(
+                        "unknown canonical criterion {other:?}: use earliest, https, shorter (comma-separated, in order of precedence)"
+                    ))
+                }
+            };
+            if v.contains(&c) {
+                return Err(format!("canonical criterion {name:?} given twice"));
+            }
+            v.push(c);
+        }
+        Ok(CanonicalPolicy(v))
+    }
+}
+
+impl std::fmt::Display for CanonicalPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self
+            .0
+            .iter()
+            .map(|c| match c {
+                CanonicalCriterion::Earliest => "earliest",
+                CanonicalCriterion::Https => "https",
+                CanonicalCriterion::Shorter => "shorter",
+            })
+            .collect();
+        write!(f, "{}", names.join(","))
+    }
+}
+
 /// The order of members for the canonical choice: smaller is preferred.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Rank {
-    first_ms: i64,
-    http: bool,
-    len: u32,
+    key: [u64; 3],
+    /// Arrival order: when the URL entered the clustering (its first pair since it last had
+    /// none); unique, so it settles every tie the criteria leave.
+    arrival: u64,
     node: u32,
 }
 
@@ -73,6 +171,9 @@ pub struct ClusterStats {
 #[derive(Debug)]
 pub struct Clusters {
     level: PairLevel,
+    policy: CanonicalPolicy,
+    /// URLs that entered the clustering so far (the arrival order of [`Rank`]).
+    arrivals: u64,
     nodes: Vec<Node>,
     by_url: HashMap<Arc<str>, u32, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
     free_nodes: Vec<u32>,
@@ -107,10 +208,17 @@ pub struct ClusterInfo {
 }
 
 impl Clusters {
-    /// Empty clusters of `level`.
+    /// Empty clusters of `level`, with the default survivor policy.
     pub fn new(level: PairLevel) -> Self {
+        Self::with_policy(level, CanonicalPolicy::default())
+    }
+
+    /// Empty clusters of `level` whose canonical members follow `policy`.
+    pub fn with_policy(level: PairLevel, policy: CanonicalPolicy) -> Self {
         Clusters {
             level,
+            policy,
+            arrivals: 0,
             nodes: Vec::new(),
             by_url: HashMap::default(),
             free_nodes: Vec::new(),
@@ -205,14 +313,14 @@ impl Clusters {
         let fresh = Node {
             url: url.clone(),
             rank: Rank {
-                first_ms: at_ms,
-                http: !url.starts_with("https:"),
-                len: url.len() as u32,
+                key: self.policy.key(at_ms, &url),
+                arrival: self.arrivals,
                 node: 0,
             },
             cluster: None,
             adj: Vec::new(),
         };
+        self.arrivals += 1;
         let n = match self.free_nodes.pop() {
             Some(n) => {
                 self.nodes[n as usize] = fresh;

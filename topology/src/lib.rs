@@ -81,6 +81,8 @@ pub struct Config {
     /// The sketch index and pair policy (its `window_ms` and `max_pairs_per_join` are taken from
     /// the fields above).
     pub near: near::NearConfig,
+    /// How each near-duplicate cluster's canonical member is chosen.
+    pub canonical: clusters::CanonicalPolicy,
 }
 
 impl Default for Config {
@@ -94,6 +96,7 @@ impl Default for Config {
             near: near::NearConfig::default(),
             track_evolution: false,
             collections: false,
+            canonical: clusters::CanonicalPolicy::default(),
         }
     }
 }
@@ -167,8 +170,11 @@ impl Topology {
                 max_pairs_per_join: cfg.max_pairs_per_join,
                 ..cfg.near.clone()
             }),
-            similar: clusters::Clusters::new(PairLevel::VerySimilar),
-            identical: clusters::Clusters::new(PairLevel::VirtuallyIdentical),
+            similar: clusters::Clusters::with_policy(PairLevel::VerySimilar, cfg.canonical.clone()),
+            identical: clusters::Clusters::with_policy(
+                PairLevel::VirtuallyIdentical,
+                cfg.canonical.clone(),
+            ),
             mirrors: mirrors::Mirrors::new(mirrors::MirrorConfig::default()),
             evolution: cfg.track_evolution.then(evolution::Evolution::new),
             collections: collections::Collections::new(collections::CollectionConfig::default()),

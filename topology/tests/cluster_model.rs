@@ -8,7 +8,7 @@
 //! - every canonical member is the one the documented survivor policy picks.
 
 use neardup_schemas::{ClusterChangeKind, ClusterEvent, OutputKind, PairLevel};
-use neardup_topology::clusters::Clusters;
+use neardup_topology::clusters::{CanonicalCriterion, CanonicalPolicy, Clusters};
 use neardup_topology::Emitter;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -147,11 +147,18 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn incremental_clusters_equal_scratch_components(ops in prop::collection::vec(arb_op(), 1..80)) {
-        let mut clusters = Clusters::new(PairLevel::VerySimilar);
+    fn incremental_clusters_equal_scratch_components(ops in prop::collection::vec(arb_op(), 1..80),
+            order in Just(vec![CanonicalCriterion::Earliest, CanonicalCriterion::Https, CanonicalCriterion::Shorter]).prop_shuffle(),
+            used in 0usize..=3) {
+        // Any order of any subset of the criteria; the default is the first case checked below.
+        let policy = CanonicalPolicy::new(order[..used].iter().copied());
+        let mut clusters = Clusters::with_policy(PairLevel::VerySimilar, policy.clone());
         let mut edges: BTreeSet<(usize, usize)> = BTreeSet::new();
         // When each URL got its first live pair (reset when it has none): the canonical rule.
         let mut entered: BTreeMap<usize, usize> = BTreeMap::new();
+        // The order in which URLs entered (the tie-break after the policy's criteria).
+        let mut arrival: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut arrivals = 0u64;
         let mut replay = Replay::default();
         // Where the membership moves say each page is.
         let mut placed: BTreeMap<String, u32> = BTreeMap::new();
@@ -164,6 +171,12 @@ proptest! {
                     if edges.insert(e) {
                         entered.entry(a).or_insert(step);
                         entered.entry(b).or_insert(step);
+                        for x in [a, b] {
+                            arrival.entry(x).or_insert_with(|| {
+                                arrivals += 1;
+                                arrivals
+                            });
+                        }
                     }
                     clusters.add_pair(URLS[a], URLS[b], step as i64, &mut out);
                 }
@@ -173,6 +186,7 @@ proptest! {
                     for x in [a, b] {
                         if !edges.iter().any(|&(p, q)| p == x || q == x) {
                             entered.remove(&x);
+                            arrival.remove(&x);
                         }
                     }
                 }
@@ -202,12 +216,27 @@ proptest! {
             prop_assert_eq!(&moved, &expect, "replayed moves != scratch");
             prop_assert_eq!(&clusters.components(), &expect, "incremental != scratch");
             prop_assert_eq!(&replay.components(), &expect, "replayed events != scratch");
-            // Canonical: first entered, then https, then shorter URL.
+            // Canonical: the policy's criteria in order (default: first entered, then https,
+            // then shorter URL); with criteria left out, the earliest arrival of the URL (its
+            // first pair ever: a node is created then and keeps its place while clustered).
             for (members, canonical) in replay.clusters.values() {
+                let key = |i: usize| -> Vec<i64> {
+                    let mut k: Vec<i64> = policy
+                        .criteria()
+                        .iter()
+                        .map(|c| match c {
+                            CanonicalCriterion::Earliest => entered[&i] as i64,
+                            CanonicalCriterion::Https => i64::from(!URLS[i].starts_with("https:")),
+                            CanonicalCriterion::Shorter => URLS[i].len() as i64,
+                        })
+                        .collect();
+                    k.push(arrival[&i] as i64);
+                    k
+                };
                 let best = members
                     .iter()
                     .map(|u| URLS.iter().position(|x| x == u).expect("known"))
-                    .min_by_key(|&i| (entered[&i], !URLS[i].starts_with("https:"), URLS[i].len()))
+                    .min_by_key(|&i| key(i))
                     .expect("non-empty");
                 prop_assert_eq!(canonical, URLS[best], "canonical is not the survivor policy's");
                 let info = clusters.cluster_of(URLS[best]).expect("clustered");
