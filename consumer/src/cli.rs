@@ -77,6 +77,22 @@ pub struct TopologyArgs {
         env = "NEARDUP_CANONICAL"
     )]
     pub canonical: neardup_topology::clusters::CanonicalPolicy,
+    /// The cluster level the `neardup.recrawl` hints follow: `very_similar` (every near-duplicate
+    /// cluster) or `virtually_identical` (only clusters of pages that agree in 6 of 6
+    /// supershingles, or are byte-identical).
+    #[arg(long, default_value = "very_similar", value_parser = parse_hint_level, env = "NEARDUP_HINT_LEVEL")]
+    pub hint_level: neardup_schemas::PairLevel,
+}
+
+fn parse_hint_level(s: &str) -> Result<neardup_schemas::PairLevel, String> {
+    use neardup_schemas::PairLevel;
+    match s {
+        "very_similar" => Ok(PairLevel::VerySimilar),
+        "virtually_identical" => Ok(PairLevel::VirtuallyIdentical),
+        other => Err(format!(
+            "unknown hint level {other:?}; use very_similar or virtually_identical"
+        )),
+    }
 }
 
 fn parse_policy(s: &str) -> Result<neardup_topology::near::Policy, String> {
@@ -123,6 +139,7 @@ impl TopologyArgs {
             track_evolution: false,
             collections: self.collections,
             canonical: self.canonical.clone(),
+            hint_level: self.hint_level,
         }
     }
 }

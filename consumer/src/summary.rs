@@ -48,6 +48,16 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
         "  exact clusters  {:>10}   (alive at the end)",
         exact.clusters
     );
+    let hints = topo.hint_stats();
+    let _ = writeln!(
+        s,
+        "  crawl hints     {:>10}   URLs deprioritised now ({:.1} % of the window's {} URLs), {} canonical kept, {} restored",
+        hints.deprioritized,
+        100.0 * hints.deprioritized as f64 / exact.urls.max(1) as f64,
+        exact.urls,
+        hints.kept,
+        hints.restored
+    );
     let _ = writeln!(
         s,
         "  window          {:>10}   URLs (evicted {}, stale fetches ignored {})",

@@ -275,6 +275,27 @@ impl Clusters {
         self.nodes[*self.by_url.get(url)? as usize].cluster
     }
 
+    /// The canonical member of the cluster numbered `c`, if it is alive.
+    pub fn canonical_of(&self, c: u32) -> Option<&Arc<str>> {
+        let cl = self.clusters.get(&c)?;
+        Some(&self.nodes[cl.canonical() as usize].url)
+    }
+
+    /// The public id of the cluster numbered `c`, if it is alive.
+    pub fn id_of(&self, c: u32) -> Option<&Arc<str>> {
+        Some(&self.clusters.get(&c)?.id)
+    }
+
+    /// The members of the cluster numbered `c` in the survivor policy's order (none if it is
+    /// not alive).
+    pub fn members_of(&self, c: u32) -> impl Iterator<Item = &Arc<str>> + '_ {
+        self.clusters
+            .get(&c)
+            .into_iter()
+            .flat_map(|cl| cl.members.iter())
+            .map(|r| &self.nodes[r.node as usize].url)
+    }
+
     /// Every clustered URL with its cluster, sorted by URL (the cluster map).
     pub fn map(&self) -> Vec<(String, ClusterInfo)> {
         let mut out: Vec<(String, ClusterInfo)> = self

@@ -1,5 +1,4 @@
-//! The exact-duplicate index over an event-time window, its `exact` pairs, its clusters and the
-//! crawl hints they imply.
+//! The exact-duplicate index over an event-time window, its `exact` pairs and its clusters.
 //!
 //! Pages with byte-identical bodies (equal 128-bit content checksums) form a group; a group of
 //! two or more members is an exact-duplicate cluster whose id is derived from the checksum
@@ -17,15 +16,13 @@
 //! exists iff both its members joined under the cap, a rule that depends only on the join order,
 //! so every detected pair is later retracted exactly once.
 //!
-//! Crawl hints: each member's latest `neardup.recrawl` hint names the current canonical; when the
-//! canonical changes, every member gets a new hint.
+//! Crawl hints come from the near-duplicate clusters (`hints.rs`), which contain these groups.
 
 use crate::emit::Emitter;
 use crate::site;
 use crate::window::{Expiry, Ticket};
 use neardup_schemas::{
-    ClusterChangeKind, ClusterEvent, OutputKind, PairEvent, PairLevel, PairState, RecrawlEvent,
-    RecrawlHint,
+    ClusterChangeKind, ClusterEvent, OutputKind, PairEvent, PairLevel, PairState,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -193,9 +190,6 @@ impl ExactIndex {
                     vec![],
                     out.at(),
                 ));
-                for member in group.members.keys() {
-                    out.emit(recrawl(member, &canonical, &id, out.at()));
-                }
             }
             _ => {
                 let before = group.canonical.clone();
@@ -218,12 +212,6 @@ impl ExactIndex {
                         vec![],
                         out.at(),
                     ));
-                    // Every copy's hint names the new canonical.
-                    for member in group.members.keys() {
-                        out.emit(recrawl(member, &canonical, &id, out.at()));
-                    }
-                } else {
-                    out.emit(recrawl(&url, &canonical, &id, out.at()));
                 }
             }
         }
@@ -251,7 +239,7 @@ impl ExactIndex {
             }
             1 => {
                 let last = group.members.keys().next().expect("one member").clone();
-                let was_canonical = group.canonical.take();
+                group.canonical = None;
                 let mut removed = vec![url.to_string(), last.to_string()];
                 removed.sort();
                 out.emit(cluster_event(
@@ -262,11 +250,6 @@ impl ExactIndex {
                     removed,
                     out.at(),
                 ));
-                for u in [url, &last] {
-                    if was_canonical.as_deref() != Some(&**u) {
-                        out.emit(restore(u, &id, out.at()));
-                    }
-                }
             }
             _ => {
                 let before = group.canonical.clone();
@@ -289,11 +272,6 @@ impl ExactIndex {
                         vec![],
                         out.at(),
                     ));
-                    for member in group.members.keys() {
-                        out.emit(recrawl(member, &canonical, &id, out.at()));
-                    }
-                } else {
-                    out.emit(restore(url, &id, out.at()));
                 }
             }
         }
@@ -359,34 +337,6 @@ fn cluster_event(
         added,
         removed,
         related: vec![],
-        at: at.to_owned(),
-    }
-}
-
-fn recrawl(url: &str, canonical: &str, id: &str, at: &str) -> RecrawlEvent {
-    RecrawlEvent {
-        schema: OutputKind::Recrawl.schema().into(),
-        event_id: String::new(),
-        url: url.to_owned(),
-        hint: if url == canonical {
-            RecrawlHint::Keep
-        } else {
-            RecrawlHint::Deprioritize
-        },
-        canonical: Some(canonical.to_owned()),
-        cluster_id: id.to_owned(),
-        at: at.to_owned(),
-    }
-}
-
-fn restore(url: &str, id: &str, at: &str) -> RecrawlEvent {
-    RecrawlEvent {
-        schema: OutputKind::Recrawl.schema().into(),
-        event_id: String::new(),
-        url: url.to_owned(),
-        hint: RecrawlHint::Restore,
-        canonical: None,
-        cluster_id: id.to_owned(),
         at: at.to_owned(),
     }
 }

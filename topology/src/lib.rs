@@ -26,6 +26,7 @@ pub mod decode;
 mod emit;
 pub mod evolution;
 pub mod exact;
+pub mod hints;
 pub mod history;
 pub mod mirrors;
 pub mod near;
@@ -83,6 +84,9 @@ pub struct Config {
     pub near: near::NearConfig,
     /// How each near-duplicate cluster's canonical member is chosen.
     pub canonical: clusters::CanonicalPolicy,
+    /// The cluster level whose canonical members and copies the `neardup.recrawl` hints name
+    /// (`very_similar` by default, or `virtually_identical`).
+    pub hint_level: PairLevel,
 }
 
 impl Default for Config {
@@ -97,6 +101,7 @@ impl Default for Config {
             track_evolution: false,
             collections: false,
             canonical: clusters::CanonicalPolicy::default(),
+            hint_level: PairLevel::VerySimilar,
         }
     }
 }
@@ -146,6 +151,8 @@ pub struct Topology {
     identical: clusters::Clusters,
     /// Mirrored hosts, aliases and auto-mirrors, from the `very_similar` clusters.
     mirrors: mirrors::Mirrors,
+    /// Crawl hints from the clusters of `cfg.hint_level`.
+    hints: hints::Hints,
     evolution: Option<evolution::Evolution>,
     collections: collections::Collections,
     /// The crawl round and the event time of the last collections epoch.
@@ -163,7 +170,7 @@ impl Topology {
         Topology {
             params: cfg.params_fingerprint(),
             // Pairs of every level come from the near index; the exact index keeps the exact
-            // clusters and crawl hints, and with a pair cap of 0 emits no pairs of its own.
+            // clusters, and with a pair cap of 0 emits no pairs of its own.
             exact: exact::ExactIndex::new(cfg.window_ms, 0),
             near: near::NearIndex::new(near::NearConfig {
                 window_ms: cfg.window_ms,
@@ -176,6 +183,7 @@ impl Topology {
                 cfg.canonical.clone(),
             ),
             mirrors: mirrors::Mirrors::new(mirrors::MirrorConfig::default()),
+            hints: hints::Hints::new(),
             evolution: cfg.track_evolution.then(evolution::Evolution::new),
             collections: collections::Collections::new(collections::CollectionConfig::default()),
             epoch: (None, i64::MIN),
@@ -388,9 +396,21 @@ impl Topology {
                 }
             }
         }
-        self.identical.take_moves().for_each(drop);
-        let moves: Vec<clusters::Move> = self.similar.take_moves().collect();
-        self.mirrors.apply(&moves, &mut self.emitter);
+        let identical: Vec<clusters::Move> = self.identical.take_moves().collect();
+        let similar: Vec<clusters::Move> = self.similar.take_moves().collect();
+        match self.cfg.hint_level {
+            PairLevel::VirtuallyIdentical => {
+                self.hints
+                    .apply(&self.identical, &identical, &mut self.emitter)
+            }
+            _ => self.hints.apply(&self.similar, &similar, &mut self.emitter),
+        }
+        self.mirrors.apply(&similar, &mut self.emitter);
+    }
+
+    /// The crawl hints' counters.
+    pub fn hint_stats(&self) -> &hints::HintStats {
+        self.hints.stats()
     }
 
     /// The mirror stage (for inspection).

@@ -5,10 +5,15 @@
 //!   from-scratch union-find computes over the live pairs;
 //! - the emitted cluster events, replayed on an empty map, give the same clusters, with sizes
 //!   and canonical members that agree with the events;
-//! - every canonical member is the one the documented survivor policy picks.
+//! - every canonical member is the one the documented survivor policy picks;
+//! - the crawl hints, replayed, say `keep` for every canonical member, `deprioritize` naming
+//!   the canonical for every other member, and `restore` as the last word for everyone else.
 
-use neardup_schemas::{ClusterChangeKind, ClusterEvent, OutputKind, PairLevel};
-use neardup_topology::clusters::{CanonicalCriterion, CanonicalPolicy, Clusters};
+use neardup_schemas::{
+    ClusterChangeKind, ClusterEvent, OutputKind, PairLevel, RecrawlEvent, RecrawlHint,
+};
+use neardup_topology::clusters::{CanonicalCriterion, CanonicalPolicy, Clusters, Move};
+use neardup_topology::hints::Hints;
 use neardup_topology::Emitter;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -163,6 +168,9 @@ proptest! {
         // Where the membership moves say each page is.
         let mut placed: BTreeMap<String, u32> = BTreeMap::new();
         let mut out = Emitter::new();
+        let mut hints = Hints::new();
+        // URL -> its latest (hint, canonical).
+        let mut hinted: BTreeMap<String, (RecrawlHint, Option<String>)> = BTreeMap::new();
         for (step, op) in ops.iter().enumerate() {
             out.set_at("2026-11-02T00:00:00Z");
             match *op {
@@ -192,13 +200,22 @@ proptest! {
                 }
                 _ => {}
             }
+            let moves: Vec<Move> = clusters.take_moves().collect();
+            hints.apply(&clusters, &moves, &mut out);
             for e in out.drain() {
+                if e.kind == OutputKind::Recrawl {
+                    let h: RecrawlEvent = serde_json::from_slice(&e.value).expect("recrawl event");
+                    prop_assert_eq!(&e.key, &h.url);
+                    let previous = hinted.insert(h.url.clone(), (h.hint, h.canonical.clone()));
+                    prop_assert_ne!(previous, Some((h.hint, h.canonical.clone())), "a hint repeated: {:?}", h);
+                    continue;
+                }
                 prop_assert_eq!(e.kind, OutputKind::Clusters);
                 let ev: ClusterEvent = serde_json::from_slice(&e.value).expect("cluster event");
                 prop_assert_eq!(&e.key, &ev.cluster_id);
                 replay.apply(&ev)?;
             }
-            for m in clusters.take_moves() {
+            for m in moves {
                 let url = m.url.to_string();
                 prop_assert_eq!(placed.get(&url).copied(), m.from, "move from the wrong cluster");
                 match m.to {
@@ -216,6 +233,19 @@ proptest! {
             prop_assert_eq!(&moved, &expect, "replayed moves != scratch");
             prop_assert_eq!(&clusters.components(), &expect, "incremental != scratch");
             prop_assert_eq!(&replay.components(), &expect, "replayed events != scratch");
+            let mut want_hints: BTreeMap<String, (RecrawlHint, Option<String>)> = BTreeMap::new();
+            for (members, canonical) in replay.clusters.values() {
+                for u in members {
+                    let hint = if u == canonical { RecrawlHint::Keep } else { RecrawlHint::Deprioritize };
+                    want_hints.insert(u.clone(), (hint, Some(canonical.clone())));
+                }
+            }
+            let current: BTreeMap<String, (RecrawlHint, Option<String>)> = hinted
+                .iter()
+                .filter(|(_, (h, _))| *h != RecrawlHint::Restore)
+                .map(|(u, v)| (u.clone(), v.clone()))
+                .collect();
+            prop_assert_eq!(&current, &want_hints, "replayed hints != the clusters' canonicals");
             // Canonical: the policy's criteria in order (default: first entered, then https,
             // then shorter URL); with criteria left out, the earliest arrival of the URL (its
             // first pair ever: a node is created then and keeps its place while clustered).
