@@ -56,23 +56,37 @@ pub trait OutputEvent: Serialize {
         // hashes, and the id is then spliced into them, giving exactly what serializing the
         // sealed event gives (a test holds the two equal).
         self.event_id_mut().clear();
-        let mut value = serde_json::to_vec(&self).expect("event serializes");
-        let id = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&value));
+        let mut value = Vec::with_capacity(512);
+        serde_json::to_writer(&mut value, &self).expect("event serializes");
+        let id = hex32(xxhash_rust::xxh3::xxh3_128(&value));
         const EMPTY_ID: &[u8] = b"\"event_id\":\"\"";
         let head = &value[..value.len().min(256)];
         match head.windows(EMPTY_ID.len()).position(|w| w == EMPTY_ID) {
             Some(at) => {
+                // Open a 32-byte gap before the closing quote and write the id into it.
                 let quote = at + EMPTY_ID.len() - 1;
-                value.splice(quote..quote, id.bytes());
-                *self.event_id_mut() = id;
+                let len = value.len();
+                value.resize(len + id.len(), 0);
+                value.copy_within(quote..len, quote + id.len());
+                value[quote..quote + id.len()].copy_from_slice(&id);
             }
             None => {
-                *self.event_id_mut() = id;
+                *self.event_id_mut() = String::from_utf8_lossy(&id).into_owned();
                 value = serde_json::to_vec(&self).expect("event serializes");
             }
         }
         (self.key(), value)
     }
+}
+
+/// `v` as 32 lower-case hex digits.
+fn hex32(v: u128) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 32];
+    for (i, d) in out.iter_mut().enumerate() {
+        *d = DIGITS[((v >> (124 - 4 * i)) & 0xf) as usize];
+    }
+    out
 }
 
 /// The output topics of DESIGN.md §2, by what they carry.

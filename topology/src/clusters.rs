@@ -175,7 +175,7 @@ pub struct Clusters {
     /// URLs that entered the clustering so far (the arrival order of [`Rank`]).
     arrivals: u64,
     nodes: Vec<Node>,
-    by_url: HashMap<Arc<str>, u32, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
+    by_url: HashMap<Arc<str>, u32, crate::hash::StrBuild>,
     free_nodes: Vec<u32>,
     clusters: HashMap<u32, Cluster>,
     next_cluster: u32,

@@ -26,6 +26,7 @@ pub mod decode;
 mod emit;
 pub mod evolution;
 pub mod exact;
+pub mod hash;
 pub mod hints;
 pub mod history;
 pub mod mirrors;

@@ -577,7 +577,7 @@ pub struct NearIndex {
     cfg: NearConfig,
     pages: Vec<Option<Page>>,
     free: Vec<u32>,
-    by_url: HashMap<Arc<str>, u32, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
+    by_url: HashMap<Arc<str>, u32, crate::hash::StrBuild>,
     sites: HashMap<Box<str>, u32>,
     table: MultiMap,
     expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
