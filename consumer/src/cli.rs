@@ -227,6 +227,10 @@ pub struct EvalArgs {
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// The cluster level scored when `clusters.jsonl` lies beside the pairs file:
+    /// `very_similar` or `virtually_identical`.
+    #[arg(long, default_value = "very_similar", value_parser = ["very_similar", "virtually_identical"])]
+    pub cluster_level: String,
     /// A name for this run, repeated in the output (default: the --pairs path).
     #[arg(long, value_name = "NAME")]
     pub label: Option<String>,

@@ -1,4 +1,5 @@
-//! `neardup eval`: scores a stream of `neardup.pairs/v1` events against the benchmark's ground
+//! `neardup eval`: scores a stream of `neardup.pairs/v1` events (and, beside it, the run's
+//! `neardup.clusters/v1` and `neardup.recrawl/v1` events) against the benchmark's ground
 //! truth (`truth.json`, format `neardup-bench.truth/v1`, see `shared/bench/README.md`) or against
 //! a file of labelled pairs.
 //!
@@ -57,9 +58,21 @@
 //!   "overall": {every field of a round except crawl_id, carried_over and examples, with the
 //!               counts of all rounds added up (micro-averaged ratios)},
 //!   "min_precision", "min_recall": float,   // over the rounds
-//!   "unmatched_crawl_ids": [string]         // rounds of the stream that the truth lacks
+//!   "unmatched_crawl_ids": [string],        // rounds of the stream that the truth lacks
+//!   "clusters": {                           // when clusters.jsonl lies beside the pairs file
+//!     "level": string, "events": int,
+//!     "rounds": [{"crawl_id", "carried_over", "clusters", "clustered_pages", "truth_groups",
+//!                 "truth_pages", "predicted_pairs", "truth_pairs", "true_positive_pairs",
+//!                 "pair_precision", "pair_recall", "pair_f1", "adjusted_rand_index"}],
+//!     "min_pair_f1", "min_adjusted_rand_index": float},
+//!   "hints": {                              // when recrawl.jsonl lies beside the pairs file
+//!     "events": int,
+//!     "rounds": [{"crawl_id", "carried_over", "deprioritized", "correct", "precision",
+//!                 "avoidable", "coverage"}]}
 //! }
 //! ```
+//!
+//! How clusters and hints are scored: see `clusters.rs`.
 //!
 //! # JSON output with `--labels`
 //!
@@ -74,6 +87,10 @@
 //!             "by_level": {LEVEL: {"predicted", "true_positives", "precision"}},
 //!             "examples": [{"a", "b", "level", "jaccard", "kind": "labelled_negative"}]}}
 //! ```
+
+mod clusters;
+
+pub use clusters::{ClusterRound, ClustersReport, HintRound, HintsReport};
 
 use crate::cli::EvalArgs;
 use crate::replay::open_lines;
@@ -122,7 +139,7 @@ pub fn run(args: &EvalArgs) -> Result<String> {
         .label
         .clone()
         .unwrap_or_else(|| args.pairs.display().to_string());
-    let report = evaluate_files(&reference, &args.pairs, label)?;
+    let report = evaluate_files(&reference, &args.pairs, label, &args.cluster_level)?;
     Ok(if args.json {
         let mut s = serde_json::to_string_pretty(&report)?;
         s.push('\n');
@@ -130,6 +147,15 @@ pub fn run(args: &EvalArgs) -> Result<String> {
     } else {
         report.render()
     })
+}
+
+/// `name` in the directory of the pairs file, if it exists (`.gz` too).
+fn beside(pairs: &Path, name: &str) -> Option<PathBuf> {
+    let dir = pairs.parent()?;
+    [name.to_owned(), format!("{name}.gz")]
+        .into_iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
 }
 
 /// The pairs file `path` names: the file itself, or `path/pairs.jsonl` for a directory.
@@ -142,7 +168,15 @@ pub fn pairs_file(path: &Path) -> PathBuf {
 }
 
 /// Scores the pair events in `pairs` (a file or a replay output directory) against `reference`.
-pub fn evaluate_files(reference: &Reference, pairs: &Path, label: String) -> Result<Report> {
+///
+/// With a truth, the `clusters.jsonl` and `recrawl.jsonl` beside the pairs file (a replay's
+/// output directory holds all three) are scored too; `cluster_level` is the cluster level scored.
+pub fn evaluate_files(
+    reference: &Reference,
+    pairs: &Path,
+    label: String,
+    cluster_level: &str,
+) -> Result<Report> {
     let pairs = pairs_file(pairs);
     let mut interner = Interner::default();
     match reference {
@@ -155,6 +189,20 @@ pub fn evaluate_files(reference: &Reference, pairs: &Path, label: String) -> Res
             let mut report = evaluate_truth(&truth, &mut interner, reader)
                 .with_context(|| format!("reading pairs file {}", pairs.display()))?;
             report.label = label;
+            if let Some(path) = beside(&pairs, "clusters.jsonl") {
+                let reader = open_lines(&path)?;
+                report.clusters = Some(
+                    clusters::evaluate_clusters(&truth, &mut interner, reader, cluster_level)
+                        .with_context(|| format!("reading clusters file {}", path.display()))?,
+                );
+            }
+            if let Some(path) = beside(&pairs, "recrawl.jsonl") {
+                let reader = open_lines(&path)?;
+                report.hints = Some(
+                    clusters::evaluate_hints(&truth, &mut interner, reader)
+                        .with_context(|| format!("reading recrawl file {}", path.display()))?,
+                );
+            }
             Ok(Report::Truth(Box::new(report)))
         }
         Reference::Labels(path) => {
@@ -263,6 +311,8 @@ struct RoundDoc {
     #[serde(default)]
     start: Option<String>,
     #[serde(default)]
+    pages: Option<u64>,
+    #[serde(default)]
     near_duplicate_groups: Vec<GroupDoc>,
     #[serde(default)]
     exact_duplicate_groups: Vec<Vec<String>>,
@@ -302,6 +352,8 @@ struct RoundTruth {
     crawl_id: String,
     /// The first 19 characters of `start` (`YYYY-MM-DDTHH:MM:SS`), for events without a crawl id.
     start: Option<String>,
+    /// Pages fetched with content in the round, if the truth says.
+    pages: Option<u64>,
     /// URL -> (near-duplicate group, similarity to the group's ref).
     member: HashMap<u32, (u32, f64)>,
     /// URL -> exact-duplicate group.
@@ -343,6 +395,7 @@ impl Truth {
             let mut t = RoundTruth {
                 crawl_id: r.crawl_id,
                 start: r.start.map(|s| s.chars().take(19).collect()),
+                pages: r.pages,
                 member: HashMap::new(),
                 exact: HashMap::new(),
                 hard_pairs: HashMap::new(),
@@ -1078,6 +1131,12 @@ pub struct TruthReport {
     pub min_recall: f64,
     /// Crawl ids of the stream that the truth does not know (their events still count).
     pub unmatched_crawl_ids: Vec<String>,
+    /// The clusters' scores, when the run's `clusters.jsonl` was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<ClustersReport>,
+    /// The crawl hints' scores, when the run's `recrawl.jsonl` was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hints: Option<HintsReport>,
 }
 
 /// The evaluation against labelled pairs.
@@ -1221,6 +1280,8 @@ fn evaluate_truth(
         overall: Metrics::new(&pooled, &truth.reasons),
         rounds,
         unmatched_crawl_ids: unmatched.into_iter().collect(),
+        clusters: None,
+        hints: None,
     })
 }
 
@@ -1458,7 +1519,88 @@ fn render_truth(r: &TruthReport) -> String {
             );
         }
     }
+    if let Some(c) = &r.clusters {
+        render_clusters(&mut s, c);
+    }
+    if let Some(h) = &r.hints {
+        render_hints(&mut s, h);
+    }
     s
+}
+
+fn render_clusters(s: &mut String, c: &ClustersReport) {
+    let _ = writeln!(
+        s,
+        "\nclusters ({} level; {} cluster events): pairs inside clusters vs inside truth groups",
+        c.level, c.events
+    );
+    let _ = writeln!(
+        s,
+        "{:<16}{:>10}{:>10}{:>10}{:>10}{:>12}{:>12}{:>10}{:>10}{:>8}{:>8}",
+        "round",
+        "clusters",
+        "pages",
+        "groups",
+        "pages",
+        "pairs",
+        "truth",
+        "precision",
+        "recall",
+        "f1",
+        "ARI"
+    );
+    for r in &c.rounds {
+        let name = if r.carried_over {
+            format!("{}*", r.crawl_id)
+        } else {
+            r.crawl_id.clone()
+        };
+        let _ = writeln!(
+            s,
+            "{:<16}{:>10}{:>10}{:>10}{:>10}{:>12}{:>12}{:>10.4}{:>10.4}{:>8.4}{:>8.4}",
+            name,
+            r.clusters,
+            r.clustered_pages,
+            r.truth_groups,
+            r.truth_pages,
+            r.predicted_pairs,
+            r.truth_pairs,
+            r.pair_precision,
+            r.pair_recall,
+            r.pair_f1,
+            r.adjusted_rand_index
+        );
+    }
+    let _ = writeln!(
+        s,
+        "min pair F1 {:.4}, min adjusted Rand index {:.4} (over rounds)",
+        c.min_pair_f1, c.min_adjusted_rand_index
+    );
+}
+
+fn render_hints(s: &mut String, h: &HintsReport) {
+    let _ = writeln!(
+        s,
+        "\ncrawl hints ({} events): deprioritised URLs in one truth group with their canonical",
+        h.events
+    );
+    let _ = writeln!(
+        s,
+        "{:<16}{:>14}{:>10}{:>10}{:>12}{:>10}",
+        "round", "deprioritised", "correct", "precision", "avoidable", "coverage"
+    );
+    for r in &h.rounds {
+        let name = if r.carried_over {
+            format!("{}*", r.crawl_id)
+        } else {
+            r.crawl_id.clone()
+        };
+        let _ = writeln!(
+            s,
+            "{:<16}{:>14}{:>10}{:>10.4}{:>12}{:>10.4}",
+            name, r.deprioritized, r.correct, r.precision, r.avoidable, r.coverage
+        );
+    }
 }
 
 fn round_name(r: &RoundReport) -> String {
@@ -1772,5 +1914,111 @@ mod tests {
         assert_eq!(l.examples.len(), 1);
         assert_eq!(l.examples[0].kind, "labelled_negative");
         assert_eq!(l.by_level.exact.true_positives, 1);
+    }
+
+    fn cluster_ev(id: &str, change: &str, added: &[&str], removed: &[&str], at: &str) -> String {
+        serde_json::json!({"schema": "neardup.clusters/v1", "event_id": "e", "cluster_id": id,
+            "level": "very_similar", "change": change, "size": 0, "added": added,
+            "removed": removed, "related": [], "at": at})
+        .to_string()
+    }
+
+    fn hint_ev(url: &str, hint: &str, canonical: Option<&str>, at: &str) -> String {
+        let mut v = serde_json::json!({"schema": "neardup.recrawl/v1", "event_id": "e",
+            "url": url, "hint": hint, "cluster_id": "x", "at": at});
+        if let Some(c) = canonical {
+            v["canonical"] = c.into();
+        }
+        v.to_string()
+    }
+
+    /// Pair F1 and the adjusted Rand index worked out by hand for a three-round stream: a
+    /// perfect cluster plus a false one, then the truth's two groups exactly, then a round with
+    /// no truth groups and no events (carried over).
+    #[test]
+    fn clusters_are_scored_by_pair_f1_and_adjusted_rand_index() {
+        let mut interner = Interner::default();
+        let truth = Truth::read(TRUTH.as_bytes(), &mut interner).unwrap();
+        let (t1, t2) = ("2026-11-02T10:00:00Z", "2026-11-09T10:00:00Z");
+        let lines = [
+            cluster_ev("vs-x", "created", &[A, B], &[], t1),
+            cluster_ev("vs-x", "joined", &[C], &[], t1),
+            cluster_ev("vs-x", "canonical_changed", &[], &[], t1),
+            cluster_ev("vs-y", "created", &[S1, S2], &[], t1),
+            // A level this evaluation does not score.
+            cluster_ev("vi-q", "created", &[S1, S3], &[], t1)
+                .replace("very_similar", "virtually_identical"),
+            cluster_ev("vs-x", "left", &[], &[B], t2),
+            cluster_ev("vs-y", "dissolved", &[], &[S1, S2], t2),
+            cluster_ev("vs-z", "created", &[W1, W2], &[], t2),
+        ]
+        .join("\n");
+        let r =
+            clusters::evaluate_clusters(&truth, &mut interner, lines.as_bytes(), "very_similar")
+                .unwrap();
+        assert_eq!(r.events, 8);
+        let w1 = &r.rounds[0];
+        assert_eq!(
+            (w1.clusters, w1.clustered_pages, w1.truth_groups),
+            (2, 5, 1)
+        );
+        assert_eq!(
+            (w1.predicted_pairs, w1.truth_pairs, w1.true_positive_pairs),
+            (4, 3, 3)
+        );
+        assert!((w1.pair_f1 - 2.0 * 0.75 / 1.75).abs() < 1e-9, "{w1:?}");
+        // N = 9 pages: E = 4 * 3 / 36, ARI = (3 - E) / (3.5 - E).
+        let e = 4.0 * 3.0 / 36.0;
+        assert!(
+            (w1.adjusted_rand_index - (3.0 - e) / (3.5 - e)).abs() < 1e-9,
+            "{w1:?}"
+        );
+        let w2 = &r.rounds[1];
+        assert!(!w2.carried_over);
+        assert_eq!(
+            (w2.predicted_pairs, w2.truth_pairs, w2.true_positive_pairs),
+            (2, 2, 2)
+        );
+        assert_eq!((w2.pair_f1, w2.adjusted_rand_index), (1.0, 1.0));
+        let w3 = &r.rounds[2];
+        assert!(w3.carried_over);
+        assert_eq!(
+            (w3.predicted_pairs, w3.truth_pairs, w3.pair_f1),
+            (2, 0, 0.0)
+        );
+        assert_eq!(r.min_pair_f1, 0.0);
+    }
+
+    /// Hints: deprioritised URLs are correct when their canonical is in their truth group;
+    /// coverage is against every group member but one.
+    #[test]
+    fn crawl_hints_are_scored_against_the_groups() {
+        let mut interner = Interner::default();
+        let truth = Truth::read(TRUTH.as_bytes(), &mut interner).unwrap();
+        let (t1, t2) = ("2026-11-02T10:00:00Z", "2026-11-09T10:00:00Z");
+        let lines = [
+            hint_ev(A, "keep", Some(A), t1),
+            hint_ev(B, "deprioritize", Some(A), t1),
+            hint_ev(C, "deprioritize", Some(A), t1),
+            hint_ev(S1, "keep", Some(S1), t1),
+            hint_ev(S2, "deprioritize", Some(S1), t1),
+            hint_ev(B, "restore", None, t2),
+            hint_ev(S1, "restore", None, t2),
+            hint_ev(S2, "restore", None, t2),
+            hint_ev(W1, "keep", Some(W1), t2),
+            hint_ev(W2, "deprioritize", Some(W1), t2),
+        ]
+        .join("\n");
+        let h = clusters::evaluate_hints(&truth, &mut interner, lines.as_bytes()).unwrap();
+        let w1 = &h.rounds[0];
+        assert_eq!((w1.deprioritized, w1.correct, w1.avoidable), (3, 2, 2));
+        assert_eq!(w1.coverage, 1.0);
+        let w2 = &h.rounds[1];
+        assert_eq!((w2.deprioritized, w2.correct, w2.avoidable), (2, 2, 2));
+        assert_eq!((w2.precision, w2.coverage), (1.0, 1.0));
+        // A hint without a canonical is an error that names its line.
+        let bad = hint_ev(A, "keep", None, t1);
+        let err = clusters::evaluate_hints(&truth, &mut interner, bad.as_bytes()).unwrap_err();
+        assert!(format!("{err:#}").contains("line 1"), "{err:#}");
     }
 }
