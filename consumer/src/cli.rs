@@ -70,7 +70,8 @@ pub struct TopologyArgs {
     #[arg(long, default_value_t = 0.9, env = "NEARDUP_MIN_JACCARD_RENAMED")]
     pub min_jaccard_renamed: f64,
     /// The canonical member of a cluster: criteria in order of precedence, from `earliest` (entered
-    /// the cluster first), `https`, `shorter` (URL); arrival order breaks any tie left.
+    /// the cluster first), `https`, `shorter` (URL), `inlinks` (more pages in the window link to
+    /// it; keeps every windowed page's out-links); arrival order breaks any tie left.
     #[arg(
         long,
         default_value = "earliest,https,shorter",

@@ -20,7 +20,9 @@
 //!   near-duplicates): by default the member that entered the clustering first (the event time
 //!   of its first live pair at this level); ties broken by https over http, then the shorter
 //!   URL, then the earlier arrival. The order of the criteria is a [`CanonicalPolicy`]
-//!   (`earliest`, `https`, `shorter`, each at most once; arrival order breaks any tie left).
+//!   (`earliest`, `https`, `shorter`, `inlinks` (more in-links first, counts kept by
+//!   [`crate::inlinks`] and updated as pages link and unlink), each at most once; arrival order
+//!   breaks any tie left).
 //!   Every change that moves the canonical emits `canonical_changed`.
 
 use crate::emit::Emitter;
@@ -38,6 +40,9 @@ pub enum CanonicalCriterion {
     Https,
     /// The shorter URL.
     Shorter,
+    /// More in-links: distinct pages in the window whose latest fetch links to the URL
+    /// ([`crate::inlinks`]).
+    Inlinks,
 }
 
 /// The survivor policy: the criteria in order of precedence; arrival order breaks ties left.
@@ -68,15 +73,21 @@ impl CanonicalPolicy {
         &self.0
     }
 
+    /// True when the policy ranks by in-links (so in-link counts must be kept).
+    pub fn uses_inlinks(&self) -> bool {
+        self.0.contains(&CanonicalCriterion::Inlinks)
+    }
+
     /// The sort key of a member under this policy: smaller is preferred.
-    fn key(&self, first_ms: i64, url: &str) -> [u64; 3] {
-        let mut key = [0u64; 3];
+    fn key(&self, first_ms: i64, url: &str, inlinks: u32) -> [u64; 4] {
+        let mut key = [0u64; 4];
         for (k, c) in key.iter_mut().zip(&self.0) {
             *k = match c {
                 // Order-preserving map of i64 onto u64.
                 CanonicalCriterion::Earliest => (first_ms as u64) ^ (1 << 63),
                 CanonicalCriterion::Https => u64::from(!url.starts_with("https:")),
                 CanonicalCriterion::Shorter => url.len() as u64,
+                CanonicalCriterion::Inlinks => u64::from(u32::MAX - inlinks),
             };
         }
         key
@@ -86,7 +97,7 @@ impl CanonicalPolicy {
 impl std::str::FromStr for CanonicalPolicy {
     type Err = String;
 
-    /// `earliest,https,shorter` (any order, any subset, each at most once).
+    /// `earliest,https,shorter,inlinks` (any order, any subset, each at most once).
     fn from_str(s: &str) -> Result<Self, String> {
         let mut v = vec![];
         for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -94,9 +105,10 @@ impl std::str::FromStr for CanonicalPolicy {
                 "earliest" => CanonicalCriterion::Earliest,
                 "https" => CanonicalCriterion::Https,
                 "shorter" => CanonicalCriterion::Shorter,
+                "inlinks" => CanonicalCriterion::Inlinks,
                 other => {
                     return Err(format!(
-                        "unknown canonical criterion {other:?}: use earliest, https, shorter (comma-separated, in order of precedence)"
+                        "unknown canonical criterion {other:?}: use earliest, https, shorter, inlinks (comma-separated, in order of precedence)"
                     ))
                 }
             };
@@ -118,6 +130,7 @@ impl std::fmt::Display for CanonicalPolicy {
                 CanonicalCriterion::Earliest => "earliest",
                 CanonicalCriterion::Https => "https",
                 CanonicalCriterion::Shorter => "shorter",
+                CanonicalCriterion::Inlinks => "inlinks",
             })
             .collect();
         write!(f, "{}", names.join(","))
@@ -127,7 +140,7 @@ impl std::fmt::Display for CanonicalPolicy {
 /// The order of members for the canonical choice: smaller is preferred.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Rank {
-    key: [u64; 3],
+    key: [u64; 4],
     /// Arrival order: when the URL entered the clustering (its first pair since it last had
     /// none); unique, so it settles every tie the criteria leave.
     arrival: u64,
@@ -149,6 +162,8 @@ impl Cluster {
 #[derive(Debug, Clone)]
 struct Node {
     url: Arc<str>,
+    /// When it entered the clustering (event time), for the `earliest` criterion.
+    first_ms: i64,
     rank: Rank,
     cluster: Option<u32>,
     adj: Vec<u32>,
@@ -185,7 +200,8 @@ pub struct Clusters {
 }
 
 /// A page moving between clusters. Cluster numbers are internal (not the public ids) and are
-/// never reused for another cluster.
+/// never reused for another cluster. A move from a cluster to itself names the cluster's new
+/// canonical member when only its in-link rank changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Move {
     /// The page.
@@ -326,15 +342,16 @@ impl Clusters {
         out
     }
 
-    fn node(&mut self, url: &str, at_ms: i64) -> u32 {
+    fn node(&mut self, url: &str, at_ms: i64, inlinks: &dyn Fn(&str) -> u32) -> u32 {
         if let Some(&n) = self.by_url.get(url) {
             return n;
         }
         let url: Arc<str> = Arc::from(url);
         let fresh = Node {
             url: url.clone(),
+            first_ms: at_ms,
             rank: Rank {
-                key: self.policy.key(at_ms, &url),
+                key: self.policy.key(at_ms, &url, inlinks(&url)),
                 arrival: self.arrivals,
                 node: 0,
             },
@@ -414,6 +431,42 @@ impl Clusters {
         });
     }
 
+    /// `url` now has `count` in-links: under the `inlinks` criterion its rank moves, and if that
+    /// moves its cluster's canonical, `canonical_changed` is emitted and a move of the new
+    /// canonical from its cluster to the same cluster is recorded (so that whoever follows the
+    /// moves, like the crawl hints, sees the cluster changed).
+    pub fn set_inlinks(&mut self, url: &str, count: u32, out: &mut Emitter) {
+        if !self.policy.uses_inlinks() {
+            return;
+        }
+        let Some(&n) = self.by_url.get(url) else {
+            return;
+        };
+        let node = &self.nodes[n as usize];
+        let key = self.policy.key(node.first_ms, &node.url, count);
+        if key == node.rank.key {
+            return;
+        }
+        let old = node.rank;
+        self.nodes[n as usize].rank.key = key;
+        let Some(c) = self.nodes[n as usize].cluster else {
+            return;
+        };
+        let before = self.clusters[&c].canonical();
+        let members = &mut self.clusters.get_mut(&c).expect("cluster").members;
+        members.remove(&old);
+        members.insert(self.nodes[n as usize].rank);
+        let now = self.clusters[&c].canonical();
+        if now != before {
+            self.moves.push(Move {
+                url: self.nodes[now as usize].url.clone(),
+                from: Some(c),
+                to: Some(c),
+            });
+            self.canonical_moved(c, before, out);
+        }
+    }
+
     /// The membership moves since the last call, in order (for the mirror stage). Whoever
     /// owns the clusters drains them after every step, or they accumulate.
     pub fn take_moves(&mut self) -> std::vec::Drain<'_, Move> {
@@ -422,7 +475,20 @@ impl Clusters {
 
     /// A pair became live at this level.
     pub fn add_pair(&mut self, a: &str, b: &str, at_ms: i64, out: &mut Emitter) {
-        let (na, nb) = (self.node(a, at_ms), self.node(b, at_ms));
+        self.add_pair_ranked(a, b, at_ms, &|_| 0, out);
+    }
+
+    /// [`Clusters::add_pair`], with the in-link counts of URLs that enter the clustering (for
+    /// the `inlinks` criterion).
+    pub fn add_pair_ranked(
+        &mut self,
+        a: &str,
+        b: &str,
+        at_ms: i64,
+        inlinks: &dyn Fn(&str) -> u32,
+        out: &mut Emitter,
+    ) {
+        let (na, nb) = (self.node(a, at_ms, inlinks), self.node(b, at_ms, inlinks));
         if na == nb || self.nodes[na as usize].adj.contains(&nb) {
             return;
         }

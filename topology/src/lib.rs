@@ -29,6 +29,7 @@ pub mod exact;
 pub mod hash;
 pub mod hints;
 pub mod history;
+pub mod inlinks;
 pub mod mirrors;
 pub mod near;
 pub mod replicas;
@@ -154,6 +155,8 @@ pub struct Topology {
     mirrors: mirrors::Mirrors,
     /// Crawl hints from the clusters of `cfg.hint_level`.
     hints: hints::Hints,
+    /// In-link counts, kept only when the canonical policy ranks by them.
+    inlinks: Option<inlinks::InLinks>,
     evolution: Option<evolution::Evolution>,
     collections: collections::Collections,
     /// The crawl round and the event time of the last collections epoch.
@@ -185,6 +188,10 @@ impl Topology {
             ),
             mirrors: mirrors::Mirrors::new(mirrors::MirrorConfig::default()),
             hints: hints::Hints::new(),
+            inlinks: cfg
+                .canonical
+                .uses_inlinks()
+                .then(|| inlinks::InLinks::new(cfg.window_ms)),
             evolution: cfg.track_evolution.then(evolution::Evolution::new),
             collections: collections::Collections::new(collections::CollectionConfig::default()),
             epoch: (None, i64::MIN),
@@ -264,6 +271,9 @@ impl Topology {
                 &mut self.emitter,
             );
             self.history.advance(self.watermark_ms);
+            if let Some(l) = &mut self.inlinks {
+                l.advance(self.watermark_ms);
+            }
         }
         if let Some(ip) = &page.ip {
             self.mirrors.host_address(&page.url, ip);
@@ -280,6 +290,15 @@ impl Topology {
         if self.cfg.collections {
             self.collections.fetched(
                 &page.url,
+                signed
+                    .as_ref()
+                    .map(|(_, content, _, _)| content.out_links.iter().map(String::as_str)),
+            );
+        }
+        if let Some(l) = &mut self.inlinks {
+            l.fetched(
+                &page.url,
+                page.fetched_at_ms,
                 signed
                     .as_ref()
                     .map(|(_, content, _, _)| content.out_links.iter().map(String::as_str)),
@@ -391,10 +410,23 @@ impl Topology {
                 ),
             ] {
                 match (before, after) {
-                    (false, true) => clusters.add_pair(&ch.a, &ch.b, at_ms, &mut self.emitter),
+                    (false, true) => {
+                        let counts = |u: &str| self.inlinks.as_ref().map_or(0, |l| l.of(u));
+                        clusters.add_pair_ranked(&ch.a, &ch.b, at_ms, &counts, &mut self.emitter)
+                    }
                     (true, false) => clusters.remove_pair(&ch.a, &ch.b, &mut self.emitter),
                     _ => {}
                 }
+            }
+        }
+        if let Some(l) = &mut self.inlinks {
+            let mut changed = l.take_changed();
+            changed.sort_unstable();
+            changed.dedup();
+            for url in changed {
+                let n = l.of(&url);
+                self.similar.set_inlinks(&url, n, &mut self.emitter);
+                self.identical.set_inlinks(&url, n, &mut self.emitter);
             }
         }
         let identical: Vec<clusters::Move> = self.identical.take_moves().collect();
@@ -562,5 +594,92 @@ mod tests {
                 prop_assert!(out.iter().any(|e| matches!(e.kind, OutputKind::Signatures | OutputKind::DeadLetter)));
             }
         }
+    }
+
+    /// Under `--canonical inlinks,shorter`, a copy that another page starts linking to becomes
+    /// its cluster's canonical: `canonical_changed` is emitted and the hints follow.
+    #[test]
+    fn the_copy_with_more_in_links_becomes_canonical() {
+        use neardup_schemas::{ClusterEvent, RecrawlEvent, RecrawlHint};
+        let cfg = Config {
+            canonical: "inlinks,shorter".parse().unwrap(),
+            ..Config::default()
+        };
+        let mut topo = Topology::new(cfg);
+        let src = Source::File {
+            file: "t".into(),
+            line: 1,
+        };
+        let doc: String = (0..200).map(|i| format!("word{i} ")).collect();
+        let page =
+            |url: &str, t: i64, body: String| envelope(url, t, 200, None, Some(Body::Text(body)));
+        let (a, b) = (
+            "http://a.example/doc.html",
+            "http://b.example/docs/doc.html",
+        );
+        let t0 = 1_793_577_600_000;
+        let mut out = Vec::new();
+        topo.process(&page(a, t0, format!("<p>{doc}</p>")), &src, &mut out);
+        topo.process(&page(b, t0 + 1000, format!("<p>{doc}</p>")), &src, &mut out);
+        let info = topo
+            .clusters(PairLevel::VerySimilar)
+            .unwrap()
+            .cluster_of(b)
+            .unwrap();
+        assert_eq!(info.canonical, a, "no in-links yet: the shorter URL");
+        out.clear();
+        let linker = format!(r#"<p>another page entirely</p><a href="{b}">the doc</a>"#);
+        topo.process(
+            &page("http://c.example/links.html", t0 + 2000, linker),
+            &src,
+            &mut out,
+        );
+        let info = topo
+            .clusters(PairLevel::VerySimilar)
+            .unwrap()
+            .cluster_of(a)
+            .unwrap();
+        assert_eq!(info.canonical, b, "b has an in-link now");
+        let changed: Vec<ClusterEvent> = out
+            .iter()
+            .filter(|e| e.kind == OutputKind::Clusters)
+            .map(|e| serde_json::from_slice(&e.value).unwrap())
+            .collect();
+        assert!(
+            changed.iter().any(|c| c.change
+                == neardup_schemas::ClusterChangeKind::CanonicalChanged
+                && c.canonical.as_deref() == Some(b)),
+            "{changed:?}"
+        );
+        let hints: Vec<RecrawlEvent> = out
+            .iter()
+            .filter(|e| e.kind == OutputKind::Recrawl)
+            .map(|e| serde_json::from_slice(&e.value).unwrap())
+            .collect();
+        assert!(
+            hints.iter().any(|h| h.url == a
+                && h.hint == RecrawlHint::Deprioritize
+                && h.canonical.as_deref() == Some(b)),
+            "{hints:?}"
+        );
+        assert!(
+            hints
+                .iter()
+                .any(|h| h.url == b && h.hint == RecrawlHint::Keep),
+            "{hints:?}"
+        );
+        // The linking page disappears: b loses its in-link, a (shorter) is canonical again.
+        out.clear();
+        topo.process(
+            &envelope("http://c.example/links.html", t0 + 3000, 404, None, None),
+            &src,
+            &mut out,
+        );
+        let info = topo
+            .clusters(PairLevel::VerySimilar)
+            .unwrap()
+            .cluster_of(a)
+            .unwrap();
+        assert_eq!(info.canonical, a);
     }
 }

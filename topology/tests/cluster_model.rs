@@ -5,7 +5,8 @@
 //!   from-scratch union-find computes over the live pairs;
 //! - the emitted cluster events, replayed on an empty map, give the same clusters, with sizes
 //!   and canonical members that agree with the events;
-//! - every canonical member is the one the documented survivor policy picks;
+//! - every canonical member is the one the documented survivor policy picks, also when in-link
+//!   counts change under the `inlinks` criterion;
 //! - the crawl hints, replayed, say `keep` for every canonical member, `deprioritize` naming
 //!   the canonical for every other member, and `restore` as the last word for everyone else.
 
@@ -34,12 +35,15 @@ const URLS: [&str; 8] = [
 enum Op {
     Add(usize, usize),
     Remove(usize, usize),
+    /// The URL now has this many in-links.
+    Inlinks(usize, u32),
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0..URLS.len(), 0..URLS.len()).prop_map(|(a, b)| Op::Add(a, b)),
         2 => (0..URLS.len(), 0..URLS.len()).prop_map(|(a, b)| Op::Remove(a, b)),
+        1 => (0..URLS.len(), 0u32..4).prop_map(|(a, n)| Op::Inlinks(a, n)),
     ]
 }
 
@@ -153,8 +157,8 @@ proptest! {
 
     #[test]
     fn incremental_clusters_equal_scratch_components(ops in prop::collection::vec(arb_op(), 1..80),
-            order in Just(vec![CanonicalCriterion::Earliest, CanonicalCriterion::Https, CanonicalCriterion::Shorter]).prop_shuffle(),
-            used in 0usize..=3) {
+            order in Just(vec![CanonicalCriterion::Earliest, CanonicalCriterion::Https, CanonicalCriterion::Shorter, CanonicalCriterion::Inlinks]).prop_shuffle(),
+            used in 0usize..=4) {
         // Any order of any subset of the criteria; the default is the first case checked below.
         let policy = CanonicalPolicy::new(order[..used].iter().copied());
         let mut clusters = Clusters::with_policy(PairLevel::VerySimilar, policy.clone());
@@ -169,6 +173,8 @@ proptest! {
         let mut placed: BTreeMap<String, u32> = BTreeMap::new();
         let mut out = Emitter::new();
         let mut hints = Hints::new();
+        // Each URL's in-link count now (the `inlinks` criterion ranks by it).
+        let mut inlinks = [0u32; URLS.len()];
         // URL -> its latest (hint, canonical).
         let mut hinted: BTreeMap<String, (RecrawlHint, Option<String>)> = BTreeMap::new();
         for (step, op) in ops.iter().enumerate() {
@@ -186,7 +192,10 @@ proptest! {
                             });
                         }
                     }
-                    clusters.add_pair(URLS[a], URLS[b], step as i64, &mut out);
+                    let counts = |u: &str| {
+                        inlinks[URLS.iter().position(|x| *x == u).expect("known URL")]
+                    };
+                    clusters.add_pair_ranked(URLS[a], URLS[b], step as i64, &counts, &mut out);
                 }
                 Op::Remove(a, b) if a != b => {
                     edges.remove(&(a.min(b), a.max(b)));
@@ -197,6 +206,10 @@ proptest! {
                             arrival.remove(&x);
                         }
                     }
+                }
+                Op::Inlinks(a, n) => {
+                    inlinks[a] = n;
+                    clusters.set_inlinks(URLS[a], n, &mut out);
                 }
                 _ => {}
             }
@@ -258,6 +271,7 @@ proptest! {
                             CanonicalCriterion::Earliest => entered[&i] as i64,
                             CanonicalCriterion::Https => i64::from(!URLS[i].starts_with("https:")),
                             CanonicalCriterion::Shorter => URLS[i].len() as i64,
+                            CanonicalCriterion::Inlinks => -i64::from(inlinks[i]),
                         })
                         .collect();
                     k.push(arrival[&i] as i64);
