@@ -621,12 +621,11 @@ mod tests {
         let mut out = Vec::new();
         topo.process(&page(a, t0, format!("<p>{doc}</p>")), &src, &mut out);
         topo.process(&page(b, t0 + 1000, format!("<p>{doc}</p>")), &src, &mut out);
-        let info = topo
-            .clusters(PairLevel::VerySimilar)
-            .unwrap()
-            .cluster_of(b)
-            .unwrap();
-        assert_eq!(info.canonical, a, "no in-links yet: the shorter URL");
+        assert_eq!(
+            canonical_of(&topo, b),
+            a,
+            "no in-links yet: the shorter URL"
+        );
         out.clear();
         let linker = format!(r#"<p>another page entirely</p><a href="{b}">the doc</a>"#);
         topo.process(
@@ -634,12 +633,7 @@ mod tests {
             &src,
             &mut out,
         );
-        let info = topo
-            .clusters(PairLevel::VerySimilar)
-            .unwrap()
-            .cluster_of(a)
-            .unwrap();
-        assert_eq!(info.canonical, b, "b has an in-link now");
+        assert_eq!(canonical_of(&topo, a), b, "b has an in-link now");
         let changed: Vec<ClusterEvent> = out
             .iter()
             .filter(|e| e.kind == OutputKind::Clusters)
@@ -675,11 +669,11 @@ mod tests {
             &src,
             &mut out,
         );
-        let info = topo
-            .clusters(PairLevel::VerySimilar)
-            .unwrap()
-            .cluster_of(a)
-            .unwrap();
-        assert_eq!(info.canonical, a);
+        assert_eq!(canonical_of(&topo, a), a);
+    }
+
+    fn canonical_of(topo: &Topology, url: &str) -> String {
+        let clusters = topo.clusters(PairLevel::VerySimilar).expect("level");
+        clusters.cluster_of(url).expect("clustered").canonical
     }
 }
