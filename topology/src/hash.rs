@@ -5,7 +5,8 @@
 //! went there. This one hashes each write in one shot (`xxh3_64_with_seed`, seeded with the
 //! state so far), which for a URL is a single call. The seed is fixed, so iteration orders are
 //! the same in every run (replays stay byte-identical even where a map is iterated); XXH3's
-//! quality keeps adversarial URL sets from degrading the maps in practice.
+//! quality keeps adversarial URL sets from degrading the maps in practice. Integer keys (page
+//! numbers, table keys) are mixed by one rotate-xor-multiply step per integer.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -20,6 +21,10 @@ impl Hasher for StrHasher {
 
     fn write(&mut self, bytes: &[u8]) {
         self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
     }
 
     fn write_u8(&mut self, v: u8) {

@@ -51,11 +51,6 @@ impl Hints {
         &self.stats
     }
 
-    /// The latest hint of `url`: `(canonical, cluster id)` if it has one outstanding.
-    pub fn hint_of(&self, url: &str) -> Option<(&str, &str)> {
-        self.last.get(url).map(|(c, id)| (&**c, &**id))
-    }
-
     /// Brings the hints up to date with `clusters` after the membership `moves` of one step
     /// (everything `Clusters::take_moves` returned, in order).
     pub fn apply(&mut self, clusters: &Clusters, moves: &[Move], out: &mut Emitter) {
@@ -92,15 +87,7 @@ impl Hints {
                     if let Some((canonical, id)) = self.last.remove(&m.url) {
                         self.count(&m.url, &canonical, -1);
                         self.stats.restored += 1;
-                        out.emit(RecrawlEvent {
-                            schema: OutputKind::Recrawl.schema().into(),
-                            event_id: String::new(),
-                            url: m.url.to_string(),
-                            hint: RecrawlHint::Restore,
-                            canonical: None,
-                            cluster_id: id.to_string(),
-                            at: out.at().to_owned(),
-                        });
+                        emit(out, &m.url, RecrawlHint::Restore, None, &id);
                     }
                 }
             }
@@ -120,19 +107,12 @@ impl Hints {
         self.count(url, canonical, 1);
         self.last
             .insert(url.clone(), (canonical.clone(), id.clone()));
-        out.emit(RecrawlEvent {
-            schema: OutputKind::Recrawl.schema().into(),
-            event_id: String::new(),
-            url: url.to_string(),
-            hint: if url == canonical {
-                RecrawlHint::Keep
-            } else {
-                RecrawlHint::Deprioritize
-            },
-            canonical: Some(canonical.to_string()),
-            cluster_id: id.to_string(),
-            at: out.at().to_owned(),
-        });
+        let hint = if url == canonical {
+            RecrawlHint::Keep
+        } else {
+            RecrawlHint::Deprioritize
+        };
+        emit(out, url, hint, Some(canonical), id);
     }
 
     fn count(&mut self, url: &str, canonical: &str, by: i64) {
@@ -143,4 +123,16 @@ impl Hints {
         };
         *n = n.wrapping_add_signed(by);
     }
+}
+
+fn emit(out: &mut Emitter, url: &str, hint: RecrawlHint, canonical: Option<&str>, id: &str) {
+    out.emit(RecrawlEvent {
+        schema: OutputKind::Recrawl.schema().into(),
+        event_id: String::new(),
+        url: url.to_owned(),
+        hint,
+        canonical: canonical.map(str::to_owned),
+        cluster_id: id.to_owned(),
+        at: out.at().to_owned(),
+    });
 }

@@ -634,22 +634,14 @@ mod tests {
             &mut out,
         );
         assert_eq!(canonical_of(&topo, a), b, "b has an in-link now");
-        let changed: Vec<ClusterEvent> = out
-            .iter()
-            .filter(|e| e.kind == OutputKind::Clusters)
-            .map(|e| serde_json::from_slice(&e.value).unwrap())
-            .collect();
+        let changed: Vec<ClusterEvent> = decoded(&out);
         assert!(
             changed.iter().any(|c| c.change
                 == neardup_schemas::ClusterChangeKind::CanonicalChanged
                 && c.canonical.as_deref() == Some(b)),
             "{changed:?}"
         );
-        let hints: Vec<RecrawlEvent> = out
-            .iter()
-            .filter(|e| e.kind == OutputKind::Recrawl)
-            .map(|e| serde_json::from_slice(&e.value).unwrap())
-            .collect();
+        let hints: Vec<RecrawlEvent> = decoded(&out);
         assert!(
             hints.iter().any(|h| h.url == a
                 && h.hint == RecrawlHint::Deprioritize
@@ -670,6 +662,16 @@ mod tests {
             &mut out,
         );
         assert_eq!(canonical_of(&topo, a), a);
+    }
+
+    /// The outputs of the event type `E`'s topic, decoded.
+    fn decoded<E: neardup_schemas::OutputEvent + serde::de::DeserializeOwned>(
+        out: &[Emit],
+    ) -> Vec<E> {
+        out.iter()
+            .filter(|e| e.kind == E::KIND)
+            .map(|e| serde_json::from_slice(&e.value).unwrap())
+            .collect()
     }
 
     fn canonical_of(topo: &Topology, url: &str) -> String {

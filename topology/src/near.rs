@@ -388,31 +388,10 @@ fn same_name(a: u32, b: u32) -> bool {
     a == 0 || b == 0 || a == b
 }
 
-/// A hasher for keys that are already well mixed (table keys, slot numbers): one multiply,
-/// instead of SipHash, which is built to resist collision attacks on keys an attacker chooses.
-/// Table keys come from a keyed mix of sketch values, so an attacker would need the mix to
-/// aim collisions at one bucket, and a bucket's size is capped for candidates anyway.
-#[derive(Debug, Default, Clone, Copy)]
-struct MixHasher(u64);
-
-impl std::hash::Hasher for MixHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type MixBuild = std::hash::BuildHasherDefault<MixHasher>;
+// Keys that are already well mixed (table keys, slot numbers) are hashed by one multiply
+// (`hash.rs`) instead of SipHash, which is built to resist collision attacks on keys an attacker
+// chooses. Table keys come from a keyed mix of sketch values, so an attacker would need the mix
+// to aim collisions at one bucket, and a bucket's size is capped for candidates anyway.
 
 // ------------------------------------------------------------------------------------------
 // The multimap
@@ -423,7 +402,7 @@ const SPILL: u32 = 1 << 31;
 /// `u32 key -> pages`, a unique key costing one map entry.
 #[derive(Debug, Default)]
 struct MultiMap {
-    map: HashMap<u32, u32, MixBuild>,
+    map: HashMap<u32, u32, crate::hash::StrBuild>,
     spill: Vec<Vec<u32>>,
     free_spill: Vec<u32>,
 }
@@ -581,8 +560,8 @@ pub struct NearIndex {
     sites: HashMap<Box<str>, u32>,
     table: MultiMap,
     expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
-    pairs: HashMap<(u32, u32), PairInfo, MixBuild>,
-    partners: HashMap<u32, Vec<u32>, MixBuild>,
+    pairs: HashMap<(u32, u32), PairInfo, crate::hash::StrBuild>,
+    partners: HashMap<u32, Vec<u32>, crate::hash::StrBuild>,
     stats: NearStats,
     scratch: Vec<u32>,
     fetches: u32,

@@ -1550,11 +1550,7 @@ fn render_clusters(s: &mut String, c: &ClustersReport) {
         "ARI"
     );
     for r in &c.rounds {
-        let name = if r.carried_over {
-            format!("{}*", r.crawl_id)
-        } else {
-            r.crawl_id.clone()
-        };
+        let name = round_label(&r.crawl_id, r.carried_over);
         let _ = writeln!(
             s,
             "{:<16}{:>10}{:>10}{:>10}{:>10}{:>12}{:>12}{:>10.4}{:>10.4}{:>8.4}{:>8.4}",
@@ -1590,11 +1586,7 @@ fn render_hints(s: &mut String, h: &HintsReport) {
         "round", "deprioritised", "correct", "precision", "avoidable", "coverage"
     );
     for r in &h.rounds {
-        let name = if r.carried_over {
-            format!("{}*", r.crawl_id)
-        } else {
-            r.crawl_id.clone()
-        };
+        let name = round_label(&r.crawl_id, r.carried_over);
         let _ = writeln!(
             s,
             "{:<16}{:>14}{:>10}{:>10.4}{:>12}{:>10.4}",
@@ -1604,10 +1596,15 @@ fn render_hints(s: &mut String, h: &HintsReport) {
 }
 
 fn round_name(r: &RoundReport) -> String {
-    if r.carried_over {
-        format!("{}*", r.crawl_id)
+    round_label(&r.crawl_id, r.carried_over)
+}
+
+/// A round's name in the tables: starred when its result carried over.
+fn round_label(crawl_id: &str, carried_over: bool) -> String {
+    if carried_over {
+        format!("{crawl_id}*")
     } else {
-        r.crawl_id.clone()
+        crawl_id.to_owned()
     }
 }
 
