@@ -358,3 +358,155 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// `neardup ARGS` with `env` set and every other NEARDUP_* variable of this process removed.
+fn neardup_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_neardup"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("NEARDUP_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(args).envs(env.iter().copied()).output().unwrap()
+}
+
+#[test]
+fn configuration_layers_file_under_environment_under_flags() {
+    let dir = tempdir("config");
+    let file = dir.join("neardup.toml");
+    std::fs::write(
+        &file,
+        "brokers = \"file:9092\"\ngroup = \"from-file\"\ninput_topic = \"file.pages\"\n\
+         commit_interval = \"250ms\"\n[topology]\nwindow = \"7d\"\npolicy = \"combined\"\n\
+         max_body_bytes = \"1MiB\"\n[kafka]\nsecurity.protocol = \"SASL_PLAINTEXT\"\n\
+         sasl.mechanism = \"PLAIN\"\n\"client.id\" = \"from-file\"\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let out = neardup_env(
+        &[
+            "run",
+            "--config",
+            f,
+            "--check-config",
+            "--policy",
+            "b",
+            "-X",
+            "client.id=from-flag",
+        ],
+        &[
+            ("NEARDUP_GROUP", "from-env"),
+            ("NEARDUP_POLICY", "c"),
+            ("NEARDUP_KAFKA_SASL_USERNAME", "neardup"),
+            ("NEARDUP_KAFKA_SASL_PASSWORD", "s3cret"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("s3cret"), "a secret was printed:\n{text}");
+    let eff: toml::Table = toml::from_str(&text).unwrap();
+    let top = |k: &str| eff[k].as_str().unwrap().to_owned();
+    let topo = eff["topology"].as_table().unwrap();
+    let kafka = eff["kafka"].as_table().unwrap();
+    // File over default; environment over file; flag over environment.
+    assert_eq!(top("brokers"), "file:9092");
+    assert_eq!(top("input_topic"), "file.pages");
+    assert_eq!(top("commit_interval"), "250ms");
+    assert_eq!(top("output_prefix"), "neardup.");
+    assert_eq!(top("group"), "from-env");
+    assert_eq!(topo["policy"].as_str(), Some("b"));
+    assert_eq!(topo["window"].as_str(), Some("7d"));
+    assert_eq!(topo["max_body_bytes"].as_integer(), Some(1 << 20));
+    assert_eq!(topo["min_jaccard"].as_float(), Some(0.7));
+    assert_eq!(kafka["security.protocol"].as_str(), Some("SASL_PLAINTEXT"));
+    assert_eq!(kafka["sasl.username"].as_str(), Some("neardup"));
+    assert_eq!(kafka["sasl.password"].as_str(), Some("<redacted>"));
+    assert_eq!(kafka["client.id"].as_str(), Some("from-flag"));
+
+    // The printed configuration is itself a valid file.
+    std::fs::write(dir.join("effective.toml"), text.replace("<redacted>", "x")).unwrap();
+    let again = neardup_env(
+        &[
+            "run",
+            "--config",
+            dir.join("effective.toml").to_str().unwrap(),
+            "--check-config",
+        ],
+        &[],
+    );
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+#[test]
+fn configuration_errors_name_the_setting() {
+    let dir = tempdir("config-errors");
+    let cases: [(&str, &[&str], &[&str]); 6] = [
+        (
+            "brokers = \"k:1\"\n[topology]\nwindw = \"7d\"\n",
+            &[],
+            &["windw", "line 3"],
+        ),
+        (
+            "brokers = \"k:1\"\n[topology]\nwindow = \"7w\"\n",
+            &[],
+            &["window", "unknown duration unit"],
+        ),
+        (
+            "brokers = \"k:1\"\n[topology]\npolicy = \"fuzzy\"\n",
+            &[],
+            &["policy", "unknown pair policy"],
+        ),
+        (
+            "brokers = \"k:1\"\n[topology]\nmin_jaccard = 1.5\n",
+            &[],
+            &["min_jaccard", "between 0 and 1"],
+        ),
+        (
+            "group = \"g\"\n",
+            &[],
+            &["no Kafka brokers", "NEARDUP_BROKERS"],
+        ),
+        (
+            "brokers = \"k:1\"\n[kafka]\n\"no.such.property\" = \"1\"\n",
+            &[],
+            &["no.such.property"],
+        ),
+    ];
+    for (i, (text, extra, wanted)) in cases.iter().enumerate() {
+        let file = dir.join(format!("bad{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let mut args = vec!["run", "--config", file.to_str().unwrap(), "--check-config"];
+        args.extend_from_slice(extra);
+        let out = neardup_env(&args, &[]);
+        assert!(!out.status.success(), "{text:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for w in *wanted {
+            assert!(
+                err.contains(w),
+                "{text:?}: the error does not say {w:?}:\n{err}"
+            );
+        }
+    }
+    // replay reads [topology] from the same file, with the same checks.
+    let out = neardup_env(
+        &[
+            "replay",
+            "--config",
+            dir.join("bad0.toml").to_str().unwrap(),
+            "--input",
+            "x",
+            "--out",
+            "y",
+        ],
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("windw"));
+}

@@ -1,6 +1,6 @@
 //! Command-line interface. Every flag can also be set by a `NEARDUP_*` environment variable.
 
-use crate::duration::parse_duration;
+use crate::duration::{parse_duration, parse_size};
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -37,7 +37,8 @@ pub struct TopologyArgs {
     #[arg(long, default_value = "14d", value_parser = parse_duration, env = "NEARDUP_WINDOW")]
     pub window: Duration,
     /// Largest accepted page body in bytes; larger records go to the dead-letter topic.
-    #[arg(long, default_value_t = 5 * 1024 * 1024, env = "NEARDUP_MAX_BODY_BYTES")]
+    /// Accepts a unit: `5MiB`, `512KiB`, `2MB`.
+    #[arg(long, default_value = "5MiB", value_parser = parse_size, env = "NEARDUP_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
     /// A page joining an exact-duplicate group that already has this many members gets no pair events.
     #[arg(long, default_value_t = 1000, env = "NEARDUP_MAX_PAIRS_PER_JOIN")]
@@ -85,7 +86,7 @@ pub struct TopologyArgs {
     pub hint_level: neardup_schemas::PairLevel,
 }
 
-fn parse_hint_level(s: &str) -> Result<neardup_schemas::PairLevel, String> {
+pub(crate) fn parse_hint_level(s: &str) -> Result<neardup_schemas::PairLevel, String> {
     use neardup_schemas::PairLevel;
     match s {
         "very_similar" => Ok(PairLevel::VerySimilar),
@@ -96,12 +97,22 @@ fn parse_hint_level(s: &str) -> Result<neardup_schemas::PairLevel, String> {
     }
 }
 
-fn parse_policy(s: &str) -> Result<neardup_topology::near::Policy, String> {
+pub(crate) fn parse_policy(s: &str) -> Result<neardup_topology::near::Policy, String> {
     neardup_topology::near::Policy::parse(s)
         .ok_or_else(|| format!("unknown pair policy {s:?}; use neardup, b, c or combined"))
 }
 
-fn parse_profile(s: &str) -> Result<neardup_topology::sketch::minhash::Profile, String> {
+/// The configuration name of a shingling profile.
+pub fn profile_name(p: neardup_topology::sketch::minhash::Profile) -> &'static str {
+    use neardup_topology::sketch::minhash::Profile;
+    if p == Profile::FMN {
+        "fmn"
+    } else {
+        "henzinger"
+    }
+}
+
+pub(crate) fn parse_profile(s: &str) -> Result<neardup_topology::sketch::minhash::Profile, String> {
     use neardup_topology::sketch::minhash::Profile;
     match s {
         "henzinger" => Ok(Profile::HENZINGER),
@@ -148,9 +159,17 @@ impl TopologyArgs {
 /// `neardup run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Kafka bootstrap servers.
+    /// A TOML configuration file (keys: the flags' names; see consumer/neardup.example.toml).
+    /// Flags and NEARDUP_* variables override it.
+    #[arg(long, env = "NEARDUP_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Validate the configuration (file, variables, flags, librdkafka properties), print it as
+    /// TOML with secrets redacted, and exit without connecting.
+    #[arg(long)]
+    pub check_config: bool,
+    /// Kafka bootstrap servers (required: here, in NEARDUP_BROKERS or in the file).
     #[arg(long, env = "NEARDUP_BROKERS")]
-    pub brokers: String,
+    pub brokers: Option<String>,
     /// Consumer group id.
     #[arg(long, default_value = "neardup", env = "NEARDUP_GROUP")]
     pub group: String,
@@ -187,6 +206,9 @@ pub struct RunArgs {
 /// `neardup replay`.
 #[derive(Debug, Clone, Args)]
 pub struct ReplayArgs {
+    /// A TOML configuration file: its `[topology]` applies (see `neardup run --config`).
+    #[arg(long, env = "NEARDUP_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Input files: JSON lines, optionally gzip-compressed (`.gz`).
     #[arg(long, required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,

@@ -63,7 +63,7 @@ pub struct KafkaOptions {
 impl From<&RunArgs> for KafkaOptions {
     fn from(a: &RunArgs) -> Self {
         KafkaOptions {
-            brokers: a.brokers.clone(),
+            brokers: a.brokers.clone().unwrap_or_default(),
             group: a.group.clone(),
             input_topic: a.input_topic.clone(),
             output_prefix: a.output_prefix.clone(),
@@ -97,6 +97,21 @@ impl KafkaOptions {
         }
         c
     }
+}
+
+/// Creates (without waiting for a connection) the consumer and producer `run` would create, so
+/// librdkafka rejects unknown or invalid properties now, with its own message.
+pub fn check_clients(opts: &KafkaOptions) -> Result<()> {
+    let _consumer: BaseConsumer = opts
+        .client_config(&[("group.id", &opts.group)])
+        .create()
+        .context(
+            "the Kafka consumer configuration is invalid (check brokers and the kafka properties)",
+        )?;
+    let _producer: FutureProducer = opts.client_config(&[]).create().context(
+        "the Kafka producer configuration is invalid (check brokers and the kafka properties)",
+    )?;
+    Ok(())
 }
 
 /// Logs partition assignments and revocations.

@@ -5,6 +5,7 @@
 //! every output it caused was acknowledged by the broker).
 
 pub mod cli;
+pub mod config;
 pub mod demo;
 pub mod duration;
 pub mod eval;

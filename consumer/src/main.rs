@@ -2,15 +2,16 @@
 //! `eval` (pair events against a ground truth).
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _};
 use neardup::cli::{Cli, Command};
-use neardup::{demo, eval, http, kafka, replay, summary};
+use neardup::{config, demo, eval, http, kafka, replay, summary};
 use tokio::sync::watch;
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logging(cli.log_json);
-    match real_main(cli) {
+    match real_main(cli, &matches) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("neardup: error: {e:#}");
@@ -19,37 +20,55 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn real_main(cli: Cli) -> Result<()> {
+fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
+    let sub = |name: &str| {
+        matches
+            .subcommand_matches(name)
+            .expect("the parsed subcommand")
+    };
     match cli.command {
-        Command::Replay(args) => {
+        Command::Replay(mut args) => {
+            config::resolve_replay(&mut args, sub("replay"))?;
             let report = replay::replay_files(&args.input, &args.out, args.topology.config())?;
             print!("{}", report.summary);
             println!("outputs in {}", args.out.display());
             Ok(())
         }
-        Command::Run(args) => runtime()?.block_on(async {
-            let (tx, rx) = watch::channel(false);
-            tokio::spawn(async move {
-                wait_for_signal().await;
-                let _ = tx.send(true);
-            });
-            // The HTTP endpoints ask the run loop; without --http-listen nobody asks.
-            let (queries, asked) = tokio::sync::mpsc::channel(64);
-            if let Some(addr) = &args.http_listen {
-                let listener = http::bind(addr).await?;
-                tracing::info!(address = %listener.local_addr()?, "serving HTTP: /clusters, /healthz");
-                http::serve(listener, queries, rx.clone());
+        Command::Run(mut args) => {
+            config::resolve_run(&mut args, sub("run"))?;
+            if args.check_config {
+                kafka::check_clients(&(&args).into())?;
+                print!("{}", config::to_toml(&config::effective(&args)));
+                return Ok(());
             }
-            let outcome = kafka::run(&(&args).into(), args.topology.config(), rx, asked).await?;
-            eprint!("{}", summary::render(&outcome.topology, outcome.elapsed));
-            Ok(())
-        }),
+            run(args)
+        }
         Command::Demo(args) => runtime()?.block_on(demo::demo(&args)),
         Command::Eval(args) => {
             print!("{}", eval::run(&args)?);
             Ok(())
         }
     }
+}
+
+fn run(args: neardup::cli::RunArgs) -> Result<()> {
+    runtime()?.block_on(async {
+        let (tx, rx) = watch::channel(false);
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            let _ = tx.send(true);
+        });
+        // The HTTP endpoints ask the run loop; without --http-listen nobody asks.
+        let (queries, asked) = tokio::sync::mpsc::channel(64);
+        if let Some(addr) = &args.http_listen {
+            let listener = http::bind(addr).await?;
+            tracing::info!(address = %listener.local_addr()?, "serving HTTP: /clusters, /healthz");
+            http::serve(listener, queries, rx.clone());
+        }
+        let outcome = kafka::run(&(&args).into(), args.topology.config(), rx, asked).await?;
+        eprint!("{}", summary::render(&outcome.topology, outcome.elapsed));
+        Ok(())
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -184,6 +184,17 @@ pub enum PairLevel {
     Exact,
 }
 
+impl PairLevel {
+    /// The snake_case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairLevel::VerySimilar => "very_similar",
+            PairLevel::VirtuallyIdentical => "virtually_identical",
+            PairLevel::Exact => "exact",
+        }
+    }
+}
+
 /// `neardup.pairs/v1`: a verified near-duplicate pair, or its retraction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

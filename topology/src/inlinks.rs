@@ -11,6 +11,9 @@ use crate::window::{Expiry, Ticket};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A page's distinct out-links, with its place in the expiry order.
+type OutLinks = (Box<[Arc<str>]>, Ticket);
+
 /// In-link counts and the out-links they come from.
 #[derive(Debug, Default)]
 pub struct InLinks {
@@ -18,7 +21,7 @@ pub struct InLinks {
     /// Target URL -> distinct windowed pages linking to it (absent when 0).
     count: HashMap<Arc<str>, u32, crate::hash::StrBuild>,
     /// Page URL -> its distinct out-links (sharing the keys of `count`) and its expiry ticket.
-    out: HashMap<Arc<str>, (Box<[Arc<str>]>, Ticket), crate::hash::StrBuild>,
+    out: HashMap<Arc<str>, OutLinks, crate::hash::StrBuild>,
     expiry: Expiry<Arc<str>>,
     /// Targets whose count changed since the last `take_changed`.
     changed: Vec<Arc<str>>,
