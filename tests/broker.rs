@@ -509,7 +509,93 @@ async fn the_cluster_map_is_served_over_http() {
     let (status, body) = http_get(port, "/clusters").unwrap();
     assert_eq!(status, 400, "{body}");
     assert_eq!(http_get(port, "/healthz").unwrap().0, 200);
+    assert_eq!(http_get(port, "/readyz"), Some((200, "ready\n".to_owned())));
 
+    // /metrics: the topology's counters (copied on each commit tick) and librdkafka's lag.
+    let stats = topo.stats();
+    let mut wanted = vec![
+        format!("neardup_input_records_total {}", stats.records),
+        format!("neardup_pages_total {}", stats.pages),
+        format!("neardup_window_pages {}", topo.near_stats().pages),
+        format!(
+            "neardup_consumer_lag{{topic=\"{}\",partition=\"0\"}} 0",
+            s.input
+        ),
+        format!(
+            "neardup_committed_offset{{partition=\"0\"}} {}",
+            sample.records.len()
+        ),
+        "neardup_record_process_seconds_bucket{stage=\"all\",le=\"+Inf\"}".to_owned(),
+    ];
+    for (kind, n) in &stats.outputs {
+        wanted.push(format!(
+            "neardup_output_records_total{{kind=\"{}\"}} {n}",
+            kind.short_name()
+        ));
+    }
+    for (reason, n) in &stats.dead_letters {
+        wanted.push(format!(
+            "neardup_dead_letters_total{{reason=\"{}\"}} {n}",
+            reason.as_str()
+        ));
+    }
+    assert!(!stats.dead_letters.is_empty(), "the sample has bad records");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = http_get(port, "/metrics").unwrap();
+        assert_eq!(status, 200);
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter(|w| !body.contains(w.as_str()))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/metrics lacks {missing:?}:\n{body}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(child, Duration::from_secs(60)).success());
+}
+
+#[test]
+fn readiness_says_what_is_missing_when_no_broker_answers() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Port 9 (discard) on loopback: nothing listens, every connection is refused.
+    let mut guard = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["run", "--brokers", "127.0.0.1:9", "--http-listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let answer = loop {
+        if let Some(a) = http_get(port, "/readyz") {
+            break a;
+        }
+        assert!(Instant::now() < deadline, "/readyz never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(answer.0, 503, "{answer:?}");
+    assert!(answer.1.contains("no broker reachable"), "{answer:?}");
+    assert!(answer.1.contains("no partitions assigned"), "{answer:?}");
+    assert_eq!(http_get(port, "/healthz").unwrap().0, 200);
+    let child = &mut guard.0;
     assert!(Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

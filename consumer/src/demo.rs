@@ -89,7 +89,14 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
     let (_tx, rx) = watch::channel(false);
     // No HTTP in the demo: the query channel's sender is dropped at once.
     let (_, queries) = tokio::sync::mpsc::channel(1);
-    let outcome = kafka::run(&opts, neardup_topology::Config::default(), rx, queries).await?;
+    let outcome = kafka::run(
+        &opts,
+        neardup_topology::Config::default(),
+        rx,
+        queries,
+        Default::default(),
+    )
+    .await?;
     let outputs = read_back(&brokers, &opts.output_topics())?;
     if let Some(dir) = &args.out {
         let mut sink = FileSink::create(dir)?;

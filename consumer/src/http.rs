@@ -4,21 +4,27 @@
 //!   clustered at (`very_similar`, `virtually_identical`), with the cluster's id, size and
 //!   canonical URL, as JSON; 404 when the URL is in no cluster, 400 without `url`. The URL is a
 //!   query parameter, so encode it (`curl -G --data-urlencode url=... host:port/clusters`).
-//! - `GET /healthz` — 200 while the process serves.
+//! - `GET /healthz` — 200 while the process serves (liveness).
+//! - `GET /readyz` — 200 when partitions are assigned, their state is restored and a broker is
+//!   reachable; else 503 with what is missing (readiness).
+//! - `GET /metrics` — Prometheus text format (see [`crate::telemetry`]).
 //!
 //! The topology has one owner, the run loop: a query travels to it over a channel and is
 //! answered between two input records, so serving never locks or copies the state, and an
 //! answer reflects every record processed before it.
 
+use crate::telemetry::Health;
 use anyhow::{Context as _, Result};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
 use neardup_schemas::PairLevel;
 use neardup_topology::Topology;
 use serde::Deserialize;
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// A question for the run loop: the clusters of `url`.
@@ -36,9 +42,7 @@ pub fn answer(topo: &Topology, url: &str) -> Option<serde_json::Value> {
     let mut found = false;
     for level in [PairLevel::VerySimilar, PairLevel::VirtuallyIdentical] {
         let info = topo.clusters(level).and_then(|c| c.cluster_of(url));
-        let name = serde_json::to_value(level).ok()?;
-        let key = name.as_str().unwrap_or("level").to_owned();
-        body[key] = match info {
+        body[level.as_str()] = match info {
             Some(i) => {
                 found = true;
                 serde_json::json!({ "cluster_id": i.id, "size": i.size, "canonical": i.canonical })
@@ -60,10 +64,33 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener> {
 pub fn serve(
     listener: tokio::net::TcpListener,
     queries: mpsc::Sender<ClusterQuery>,
+    health: Arc<Health>,
+    metrics: PrometheusHandle,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(move || async move {
+                match health.ready() {
+                    Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+                    Err(missing) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("not ready: {}\n", missing.join(", ")),
+                    ),
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || async move {
+                (
+                    [("content-type", "text/plain; version=0.0.4")],
+                    metrics.render(),
+                )
+            }),
+        )
         .route("/clusters", get(clusters))
         .with_state(queries);
     tokio::spawn(async move {

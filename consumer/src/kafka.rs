@@ -19,9 +19,11 @@
 
 use crate::cli::RunArgs;
 use crate::http::ClusterQuery;
+use crate::telemetry::{self, Health};
 use anyhow::{anyhow, bail, Context as _, Result};
 use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
+use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{Emit, Topology};
 use rdkafka::config::ClientConfig;
@@ -33,6 +35,8 @@ use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -114,11 +118,20 @@ pub fn check_clients(opts: &KafkaOptions) -> Result<()> {
     Ok(())
 }
 
-/// Logs partition assignments and revocations.
-struct LoggingContext;
+/// Logs partition assignments and revocations, keeps [`Health`] and the lag metrics current.
+pub struct RunContext {
+    health: Arc<Health>,
+}
 
-impl ClientContext for LoggingContext {
+impl ClientContext for RunContext {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        telemetry::record_kafka(&statistics, &self.health);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
+        if matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown)) {
+            self.health.broker_up.store(false, Ordering::Relaxed);
+        }
         // End-of-partition is expected with --exit-at-end and is handled by the loop.
         if !matches!(
             error,
@@ -129,11 +142,19 @@ impl ClientContext for LoggingContext {
     }
 }
 
-impl ConsumerContext for LoggingContext {
+impl ConsumerContext for RunContext {
     fn post_rebalance(&self, _c: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
-            Rebalance::Assign(tpl) => info!(partitions = ?partitions(tpl), "partitions assigned"),
-            Rebalance::Revoke(tpl) => info!(partitions = ?partitions(tpl), "partitions revoked"),
+            Rebalance::Assign(tpl) => {
+                self.health
+                    .assigned
+                    .store(tpl.count() > 0, Ordering::Relaxed);
+                info!(partitions = ?partitions(tpl), "partitions assigned")
+            }
+            Rebalance::Revoke(tpl) => {
+                self.health.assigned.store(false, Ordering::Relaxed);
+                info!(partitions = ?partitions(tpl), "partitions revoked")
+            }
             Rebalance::Error(e) => warn!(error = %e, "rebalance error"),
         }
     }
@@ -160,16 +181,18 @@ pub struct RunOutcome {
 /// assigned partition has been read to its end), then drains, commits and returns.
 ///
 /// Questions about the cluster map arriving on `queries` (from [`crate::http`]) are answered
-/// between two input records.
+/// between two input records. `health` is kept current for `/readyz`, and the metrics of
+/// [`crate::telemetry`] are recorded (they go nowhere unless a recorder is installed).
 pub async fn run(
     opts: &KafkaOptions,
     cfg: neardup_topology::Config,
     mut shutdown: watch::Receiver<bool>,
     mut queries: mpsc::Receiver<ClusterQuery>,
+    health: Arc<Health>,
 ) -> Result<RunOutcome> {
     let started = Instant::now();
     let eof = if opts.exit_at_end { "true" } else { "false" };
-    let consumer: StreamConsumer<LoggingContext> = opts
+    let consumer: StreamConsumer<RunContext> = opts
         .client_config(&[
             ("group.id", &opts.group),
             ("enable.auto.commit", "false"),
@@ -178,8 +201,11 @@ pub async fn run(
             ("enable.partition.eof", eof),
             ("session.timeout.ms", "10000"),
             ("heartbeat.interval.ms", "1000"),
+            ("statistics.interval.ms", "5000"),
         ])
-        .create_with_context(LoggingContext)
+        .create_with_context(RunContext {
+            health: health.clone(),
+        })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
     let producer: FutureProducer = opts
         .client_config(&[
@@ -204,6 +230,8 @@ pub async fn run(
     let mut at_end: HashSet<i32> = HashSet::new();
     let mut tick = tokio::time::interval(opts.commit_interval);
     let mut out: Vec<Emit> = Vec::new();
+    let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "all");
+    let in_flight_gauge = gauge!("neardup_in_flight_records");
 
     loop {
         tokio::select! {
@@ -224,6 +252,9 @@ pub async fn run(
             }
             _ = tick.tick() => {
                 commit(&consumer, &opts.input_topic, &acked, &mut committed, CommitMode::Async)?;
+                telemetry::record_topology(&topo);
+                in_flight_gauge.set(in_flight.len() as f64);
+                counter!("neardup_restored_records_total").absolute(restored_records);
                 if opts.exit_at_end && in_flight.is_empty() && all_at_end(&consumer, &at_end)? {
                     info!("every assigned partition read to its end");
                     break;
@@ -234,12 +265,18 @@ pub async fn run(
                 Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
                 Ok(m) => {
                     let (p, o) = (m.partition(), m.offset());
+                    health.broker_up.store(true, Ordering::Relaxed);
                     at_end.remove(&p);
                     if restored.insert(p) {
-                        restored_records += restore_partition(opts, &consumer, &mut topo, p, o)?;
+                        health.restoring.fetch_add(1, Ordering::Relaxed);
+                        let n = restore_partition(opts, &consumer, &mut topo, p, o);
+                        health.restoring.fetch_sub(1, Ordering::Relaxed);
+                        restored_records += n?;
                     }
                     let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
+                    let t0 = Instant::now();
                     topo.process(m.payload().unwrap_or(&[]), &src, &mut out);
+                    process_seconds.record(t0.elapsed().as_secs_f64());
                     let mut deliveries = Vec::with_capacity(out.len());
                     for e in out.drain(..) {
                         deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
@@ -276,6 +313,7 @@ pub async fn run(
         CommitMode::Sync,
     )?;
     info!(offsets = ?committed, "committed");
+    telemetry::record_topology(&topo);
     Ok(RunOutcome {
         topology: topo,
         elapsed: started.elapsed(),
@@ -313,7 +351,7 @@ async fn acknowledged(deliveries: Vec<DeliveryFuture>, p: i32, o: i64) -> Result
 }
 
 fn commit(
-    consumer: &StreamConsumer<LoggingContext>,
+    consumer: &StreamConsumer<RunContext>,
     topic: &str,
     acked: &BTreeMap<i32, i64>,
     committed: &mut BTreeMap<i32, i64>,
@@ -331,6 +369,9 @@ fn commit(
     match consumer.commit(&tpl, mode) {
         Ok(()) => {
             debug!(offsets = ?partitions(&tpl), "commit sent");
+            for (p, o) in acked {
+                gauge!("neardup_committed_offset", "partition" => p.to_string()).set(*o as f64);
+            }
             committed.extend(acked.iter().map(|(p, o)| (*p, *o)));
             Ok(())
         }
@@ -342,7 +383,7 @@ fn commit(
     }
 }
 
-fn all_at_end(consumer: &StreamConsumer<LoggingContext>, at_end: &HashSet<i32>) -> Result<bool> {
+fn all_at_end(consumer: &StreamConsumer<RunContext>, at_end: &HashSet<i32>) -> Result<bool> {
     let assignment = consumer.assignment()?;
     Ok(assignment.count() > 0
         && assignment
@@ -355,7 +396,7 @@ fn all_at_end(consumer: &StreamConsumer<LoggingContext>, at_end: &HashSet<i32>) 
 /// from its earliest retained record. Returns the number of records re-read.
 fn restore_partition(
     opts: &KafkaOptions,
-    consumer: &StreamConsumer<LoggingContext>,
+    consumer: &StreamConsumer<RunContext>,
     topo: &mut Topology,
     p: i32,
     first: i64,

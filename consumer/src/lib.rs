@@ -14,3 +14,4 @@ pub mod kafka;
 pub mod replay;
 pub mod sample;
 pub mod summary;
+pub mod telemetry;

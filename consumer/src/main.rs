@@ -60,12 +60,18 @@ fn run(args: neardup::cli::RunArgs) -> Result<()> {
         });
         // The HTTP endpoints ask the run loop; without --http-listen nobody asks.
         let (queries, asked) = tokio::sync::mpsc::channel(64);
+        let health = std::sync::Arc::new(neardup::telemetry::Health::default());
         if let Some(addr) = &args.http_listen {
             let listener = http::bind(addr).await?;
-            tracing::info!(address = %listener.local_addr()?, "serving HTTP: /clusters, /healthz");
-            http::serve(listener, queries, rx.clone());
+            let metrics = neardup::telemetry::install()?;
+            tracing::info!(
+                address = %listener.local_addr()?,
+                "serving HTTP: /clusters, /healthz, /readyz, /metrics"
+            );
+            http::serve(listener, queries, health.clone(), metrics, rx.clone());
         }
-        let outcome = kafka::run(&(&args).into(), args.topology.config(), rx, asked).await?;
+        let outcome =
+            kafka::run(&(&args).into(), args.topology.config(), rx, asked, health).await?;
         eprint!("{}", summary::render(&outcome.topology, outcome.elapsed));
         Ok(())
     })

@@ -1,0 +1,154 @@
+//! What `neardup run` tells the outside world about itself: Prometheus metrics (through the
+//! `metrics` crate, rendered at `GET /metrics`) and readiness (`GET /readyz`).
+//!
+//! The topology keeps plain counters ([`neardup_topology::Stats`] and the index's and clusters'
+//! own); the run loop copies them into the registry once per commit tick ([`record_topology`]),
+//! so the topology stays free of global state and the hot path pays for one histogram sample per
+//! record. Consumer lag per partition and broker state come from librdkafka's statistics
+//! (`statistics.interval.ms`, 5 s unless the `kafka` properties say otherwise).
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `neardup_input_records_total` | counter | |
+//! | `neardup_pages_total`, `neardup_no_content_total` | counter | |
+//! | `neardup_dead_letters_total` | counter | `reason` |
+//! | `neardup_output_records_total` | counter | `kind` (signatures, pairs, ...) |
+//! | `neardup_pairs_detected_total` | counter | |
+//! | `neardup_window_pages`, `neardup_live_pairs` | gauge | |
+//! | `neardup_window_evictions_total` | counter | `cause` (`time`, `budget`) |
+//! | `neardup_clusters`, `neardup_clustered_pages` | gauge | `level` |
+//! | `neardup_record_process_seconds` | histogram | `stage` |
+//! | `neardup_in_flight_records` | gauge | |
+//! | `neardup_committed_offset` | gauge | `partition` |
+//! | `neardup_restored_records_total` | counter | |
+//! | `neardup_consumer_lag` | gauge | `topic`, `partition` |
+//! | `neardup_brokers_up` | gauge | |
+
+use metrics::{counter, gauge};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use neardup_schemas::PairLevel;
+use neardup_topology::Topology;
+use rdkafka::statistics::Statistics;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+/// Installs the process-wide Prometheus recorder (once) and returns its handle.
+pub fn install() -> anyhow::Result<PrometheusHandle> {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    if let Some(h) = HANDLE.get() {
+        return Ok(h.clone());
+    }
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Suffix("_seconds".into()),
+            &[
+                0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
+                0.1, 0.25, 1.0,
+            ],
+        )?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder)
+        .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
+    Ok(HANDLE.get_or_init(|| handle).clone())
+}
+
+/// Copies the topology's counters into the registry.
+pub fn record_topology(topo: &Topology) {
+    let s = topo.stats();
+    counter!("neardup_input_records_total").absolute(s.records);
+    counter!("neardup_pages_total").absolute(s.pages);
+    counter!("neardup_no_content_total").absolute(s.no_content);
+    counter!("neardup_pairs_detected_total").absolute(s.pairs_detected);
+    for (reason, n) in &s.dead_letters {
+        counter!("neardup_dead_letters_total", "reason" => reason.as_str()).absolute(*n);
+    }
+    for (kind, n) in &s.outputs {
+        counter!("neardup_output_records_total", "kind" => kind.short_name()).absolute(*n);
+    }
+    let near = topo.near_stats();
+    gauge!("neardup_window_pages").set(near.pages as f64);
+    gauge!("neardup_live_pairs").set(near.live_pairs as f64);
+    counter!("neardup_window_evictions_total", "cause" => "time").absolute(near.evicted_by_time);
+    counter!("neardup_window_evictions_total", "cause" => "budget")
+        .absolute(near.evicted_by_budget);
+    for level in [PairLevel::VerySimilar, PairLevel::VirtuallyIdentical] {
+        if let Some(c) = topo.clusters(level) {
+            let cs = c.stats();
+            gauge!("neardup_clusters", "level" => level.as_str()).set(cs.clusters as f64);
+            gauge!("neardup_clustered_pages", "level" => level.as_str())
+                .set(cs.clustered_pages as f64);
+        }
+    }
+}
+
+/// Copies librdkafka's statistics (consumer lag, broker states) into the registry and `health`.
+pub fn record_kafka(stats: &Statistics, health: &Health) {
+    for (topic, t) in &stats.topics {
+        for (p, part) in &t.partitions {
+            // Partition -1 is librdkafka's internal "unassigned" partition; a lag of -1 unknown.
+            if *p >= 0 && part.consumer_lag >= 0 {
+                gauge!("neardup_consumer_lag", "topic" => topic.clone(), "partition" => p.to_string())
+                    .set(part.consumer_lag as f64);
+            }
+        }
+    }
+    let up = stats
+        .brokers
+        .values()
+        .filter(|b| b.source != "internal" && b.state == "UP")
+        .count();
+    gauge!("neardup_brokers_up").set(up as f64);
+    health.broker_up.store(up > 0, Ordering::Relaxed);
+}
+
+/// Readiness, shared between the run loop, librdkafka's callbacks and the HTTP server.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// The consumer has partitions assigned.
+    pub assigned: AtomicBool,
+    /// Partitions being restored now.
+    pub restoring: AtomicU32,
+    /// A broker answered lately (a record arrived, or the statistics show one up).
+    pub broker_up: AtomicBool,
+}
+
+impl Health {
+    /// `Ok` when ready to serve, else what is missing.
+    pub fn ready(&self) -> Result<(), Vec<&'static str>> {
+        let mut missing = vec![];
+        if !self.broker_up.load(Ordering::Relaxed) {
+            missing.push("no broker reachable");
+        }
+        if !self.assigned.load(Ordering::Relaxed) {
+            missing.push("no partitions assigned");
+        }
+        if self.restoring.load(Ordering::Relaxed) > 0 {
+            missing.push("restoring state");
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_only_when_assigned_restored_and_connected() {
+        let h = Health::default();
+        assert_eq!(
+            h.ready(),
+            Err(vec!["no broker reachable", "no partitions assigned"])
+        );
+        h.broker_up.store(true, Ordering::Relaxed);
+        h.assigned.store(true, Ordering::Relaxed);
+        assert_eq!(h.ready(), Ok(()));
+        h.restoring.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(h.ready(), Err(vec!["restoring state"]));
+    }
+}
