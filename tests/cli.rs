@@ -378,8 +378,8 @@ fn configuration_layers_file_under_environment_under_flags() {
         &file,
         "brokers = \"file:9092\"\ngroup = \"from-file\"\ninput_topic = \"file.pages\"\n\
          commit_interval = \"250ms\"\n[topology]\nwindow = \"7d\"\npolicy = \"combined\"\n\
-         max_body_bytes = \"1MiB\"\n[kafka]\nsecurity.protocol = \"SASL_PLAINTEXT\"\n\
-         sasl.mechanism = \"PLAIN\"\n\"client.id\" = \"from-file\"\n",
+         max_body_bytes = \"1MiB\"\n[kafka]\nsecurity.protocol = \"SASL_SSL\"\n\
+         sasl.mechanism = \"SCRAM-SHA-512\"\n\"client.id\" = \"from-file\"\n",
     )
     .unwrap();
     let f = file.to_str().unwrap();
@@ -422,7 +422,10 @@ fn configuration_layers_file_under_environment_under_flags() {
     assert_eq!(topo["window"].as_str(), Some("7d"));
     assert_eq!(topo["max_body_bytes"].as_integer(), Some(1 << 20));
     assert_eq!(topo["min_jaccard"].as_float(), Some(0.7));
-    assert_eq!(kafka["security.protocol"].as_str(), Some("SASL_PLAINTEXT"));
+    // TLS and SCRAM need librdkafka built with OpenSSL: --check-config creates the clients, so
+    // it would fail here with "No provider for SASL mechanism SCRAM-SHA-512" otherwise.
+    assert_eq!(kafka["security.protocol"].as_str(), Some("SASL_SSL"));
+    assert_eq!(kafka["sasl.mechanism"].as_str(), Some("SCRAM-SHA-512"));
     assert_eq!(kafka["sasl.username"].as_str(), Some("neardup"));
     assert_eq!(kafka["sasl.password"].as_str(), Some("<redacted>"));
     assert_eq!(kafka["client.id"].as_str(), Some("from-flag"));
