@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every neardup test (unit, property, schema, bench-input and broker-backed) on a fresh
 # machine of this kind, installing what the tests need first:
+#   - cmake, pkg-config and libssl-dev when missing (Debian packages, to build librdkafka);
 #   - the benchmark's small crawl (../shared/bench/make_crawl.py; it apt-installs the Debian
 #     documentation packages it reads), cached under target/bench/;
 #   - tansu, a real Kafka-protocol broker, started on loopback for the run and stopped after.
@@ -9,6 +10,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 started=$(date +%s)
+
+# --- build prerequisites: librdkafka is compiled with cmake and linked with OpenSSL (TLS, SCRAM) --
+if ! command -v cmake >/dev/null || ! pkg-config --exists openssl 2>/dev/null; then
+  echo "== installing cmake, pkg-config and the OpenSSL headers (librdkafka needs them)"
+  apt-get update -qq && apt-get install -y -qq cmake pkg-config libssl-dev
+fi
 
 # --- the benchmark's bad-input file (issue: every malformed line lands in the dead letters) ----
 MAKE_CRAWL="${NEARDUP_MAKE_CRAWL:-$ROOT/../shared/bench/make_crawl.py}"
