@@ -566,6 +566,53 @@ async fn the_cluster_map_is_served_over_http() {
     assert!(wait_exit(child, Duration::from_secs(60)).success());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_dead_letters_stops_the_run_uncommitted() {
+    let s = Setup::new("dlq-guard").await;
+    let mut sample = sample_crawl(&SampleOptions::default());
+    let good = sample.records.len();
+    sample
+        .records
+        .extend((0..100).map(|i| format!("garbage {i}").into_bytes()));
+    s.produce(&sample).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["run", "--brokers", &s.brokers, "--group", &s.group])
+        .args(["--input-topic", &s.input, "--output-prefix", &s.prefix])
+        .args(["--exit-at-end", "--commit-interval", "100ms"])
+        .args([
+            "--max-dead-letter-ratio",
+            "0.5",
+            "--dead-letter-window",
+            "40",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the run did not stop:\n{err}");
+    assert!(
+        err.contains("21 of the last 40 records went to the dead-letter topic"),
+        "{err}"
+    );
+    // The sample's own bad records (a few in a hundred) pass; the flood is stopped before the
+    // 21st dead letter among 40 records, and nothing from there on is committed.
+    let c: BaseConsumer = s.config().set("group.id", &s.group).create().unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition(&s.input, 0);
+    let committed = c
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap()
+        .find_partition(&s.input, 0)
+        .unwrap()
+        .offset();
+    let first_stopped = (good + 20) as i64;
+    match committed {
+        rdkafka::Offset::Offset(o) => assert!(o <= first_stopped, "committed up to {o}"),
+        rdkafka::Offset::Invalid => {}
+        other => panic!("unexpected committed offset {other:?}"),
+    }
+    assert!(s.count(OutputKind::DeadLetter) < (sample.bad_records.len() + 21) as i64);
+}
+
 #[test]
 fn readiness_says_what_is_missing_when_no_broker_answers() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

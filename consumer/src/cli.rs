@@ -198,6 +198,14 @@ pub struct RunArgs {
     /// How long shutdown may wait for in-flight outputs before it gives up (without committing them).
     #[arg(long, default_value = "30s", value_parser = parse_duration, env = "NEARDUP_DRAIN_TIMEOUT")]
     pub drain_timeout: Duration,
+    /// Stop (without committing) when more than this share of the last `dead_letter_window`
+    /// records went to the dead-letter topic: a broken deployment must not drain the input into
+    /// the dead letters. 1 disables the guard.
+    #[arg(long, default_value_t = 0.5, env = "NEARDUP_MAX_DEAD_LETTER_RATIO")]
+    pub max_dead_letter_ratio: f64,
+    /// Records the dead-letter ratio is measured over.
+    #[arg(long, default_value_t = 1000, env = "NEARDUP_DEAD_LETTER_WINDOW")]
+    pub dead_letter_window: usize,
     /// Topology parameters.
     #[command(flatten)]
     pub topology: TopologyArgs,

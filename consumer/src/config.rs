@@ -59,6 +59,12 @@ pub struct FileConfig {
     /// Stop at the end of the assigned partitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_at_end: Option<bool>,
+    /// The dead-letter guard's ratio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_dead_letter_ratio: Option<f64>,
+    /// The dead-letter guard's window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter_window: Option<usize>,
     /// Topology parameters.
     #[serde(default, skip_serializing_if = "TopologyFile::is_empty")]
     pub topology: TopologyFile,
@@ -320,6 +326,18 @@ pub fn apply_run(
     overlay!(m, a.max_in_flight, f.max_in_flight, "max_in_flight");
     overlay!(m, a.drain_timeout, f.drain_timeout, "drain_timeout");
     overlay!(m, a.exit_at_end, f.exit_at_end, "exit_at_end");
+    overlay!(
+        m,
+        a.max_dead_letter_ratio,
+        f.max_dead_letter_ratio,
+        "max_dead_letter_ratio"
+    );
+    overlay!(
+        m,
+        a.dead_letter_window,
+        f.dead_letter_window,
+        "dead_letter_window"
+    );
     apply_topology(&mut a.topology, m, &f.topology)?;
     // Properties: file < NEARDUP_KAFKA_* < -X / NEARDUP_KAFKA; later entries win in a ClientConfig.
     let mut kafka = flatten_kafka(&f.kafka)?;
@@ -415,8 +433,20 @@ pub fn validate_run(a: &RunArgs) -> Result<()> {
     if a.commit_interval.is_zero() {
         bail!("{}: must be longer than 0", name("commit_interval"));
     }
-    if a.max_in_flight == 0 {
-        bail!("{}: must be at least 1", name("max_in_flight"));
+    for (key, v) in [
+        ("max_in_flight", a.max_in_flight),
+        ("dead_letter_window", a.dead_letter_window),
+    ] {
+        if v == 0 {
+            bail!("{}: must be at least 1", name(key));
+        }
+    }
+    if !(0.0..=1.0).contains(&a.max_dead_letter_ratio) {
+        bail!(
+            "{}: {} is not a share between 0 and 1 (1 disables the guard)",
+            name("max_dead_letter_ratio"),
+            a.max_dead_letter_ratio
+        );
     }
     validate_topology(&a.topology)
 }
@@ -447,6 +477,8 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         max_in_flight: Some(a.max_in_flight),
         drain_timeout: Some(Dur(a.drain_timeout)),
         exit_at_end: Some(a.exit_at_end),
+        max_dead_letter_ratio: Some(a.max_dead_letter_ratio),
+        dead_letter_window: Some(a.dead_letter_window),
         topology: TopologyFile {
             window: Some(Dur(t.window)),
             max_body_bytes: Some(Size(t.max_body_bytes)),

@@ -62,6 +62,10 @@ pub struct KafkaOptions {
     pub max_in_flight: usize,
     /// Bound on the shutdown drain.
     pub drain_timeout: Duration,
+    /// The dead-letter guard: at most this share ...
+    pub max_dead_letter_ratio: f64,
+    /// ... of this many latest records.
+    pub dead_letter_window: usize,
 }
 
 impl From<&RunArgs> for KafkaOptions {
@@ -76,6 +80,8 @@ impl From<&RunArgs> for KafkaOptions {
             commit_interval: a.commit_interval,
             max_in_flight: a.max_in_flight.max(1),
             drain_timeout: a.drain_timeout,
+            max_dead_letter_ratio: a.max_dead_letter_ratio,
+            dead_letter_window: a.dead_letter_window.max(1),
         }
     }
 }
@@ -230,6 +236,7 @@ pub async fn run(
     let mut at_end: HashSet<i32> = HashSet::new();
     let mut tick = tokio::time::interval(opts.commit_interval);
     let mut out: Vec<Emit> = Vec::new();
+    let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
     let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "all");
     let in_flight_gauge = gauge!("neardup_in_flight_records");
 
@@ -275,8 +282,11 @@ pub async fn run(
                     }
                     let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
                     let t0 = Instant::now();
+                    let dead_before = topo.stats().dead_letter_total();
                     topo.process(m.payload().unwrap_or(&[]), &src, &mut out);
                     process_seconds.record(t0.elapsed().as_secs_f64());
+                    guard.record(topo.stats().dead_letter_total() > dead_before)
+                        .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
                     let mut deliveries = Vec::with_capacity(out.len());
                     for e in out.drain(..) {
                         deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
@@ -319,6 +329,55 @@ pub async fn run(
         elapsed: started.elapsed(),
         restored_records,
     })
+}
+
+/// Stops a run whose recent input goes mostly to the dead-letter topic: that is a broken
+/// deployment (a schema change, a bug) far more often than a broken crawler, and routing
+/// everything to the dead letters while committing would empty the input silently.
+#[derive(Debug)]
+pub struct DeadLetterGuard {
+    max_ratio: f64,
+    window: std::collections::VecDeque<bool>,
+    size: usize,
+    dead: usize,
+}
+
+impl DeadLetterGuard {
+    /// At most `max_ratio` of the latest `size` records may be dead letters (1 disables).
+    pub fn new(max_ratio: f64, size: usize) -> Self {
+        DeadLetterGuard {
+            max_ratio,
+            window: std::collections::VecDeque::with_capacity(size),
+            size: size.max(1),
+            dead: 0,
+        }
+    }
+
+    /// Records whether the latest record was a dead letter; an error when more than
+    /// `max_ratio × size` of the latest `size` records were.
+    pub fn record(&mut self, dead: bool) -> Result<()> {
+        if self.max_ratio >= 1.0 {
+            return Ok(());
+        }
+        self.window.push_back(dead);
+        self.dead += usize::from(dead);
+        if self.window.len() > self.size && self.window.pop_front() == Some(true) {
+            self.dead -= 1;
+        }
+        let share = self.dead as f64 / self.size as f64;
+        if share > self.max_ratio {
+            bail!(
+                "{} of the last {} records went to the dead-letter topic, more than \
+                 max_dead_letter_ratio = {}: stopping rather than dead-lettering the input \
+                 (check the dead-letter topic's reasons; raise the ratio, or set it to 1, if \
+                 this input really is that bad)",
+                self.dead,
+                self.size,
+                self.max_ratio
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Hands one record to the producer, waiting while its queue is full.
@@ -451,4 +510,40 @@ fn restore_partition(
         info!(partition = p, records = n, "state restored");
         Ok(n)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeadLetterGuard;
+
+    #[test]
+    fn the_guard_trips_exactly_when_the_recent_share_is_too_high() {
+        // Against a model: the dead letters among the last `size` records, counted afresh.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        for (ratio, size) in [(0.5, 10), (0.2, 7), (0.0, 3), (0.9, 50)] {
+            for _ in 0..20 {
+                let mut guard = DeadLetterGuard::new(ratio, size);
+                let mut history = vec![];
+                for _ in 0..200 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let dead = rng % 100 < 40;
+                    history.push(dead);
+                    let recent = history.iter().rev().take(size).filter(|d| **d).count();
+                    let should_trip = recent as f64 > ratio * size as f64;
+                    assert_eq!(
+                        guard.record(dead).is_err(),
+                        should_trip,
+                        "{ratio} {size} {history:?}"
+                    );
+                    if should_trip {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut off = DeadLetterGuard::new(1.0, 1);
+        assert!((0..100).all(|_| off.record(true).is_ok()));
+    }
 }
