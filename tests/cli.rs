@@ -76,7 +76,12 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
             "{kind:?} is not deterministic"
         );
     }
-    for state in ["cluster-map.jsonl", "evolution.json"] {
+    for state in [
+        "cluster-map.jsonl",
+        "evolution.json",
+        "report.json",
+        "report.html",
+    ] {
         assert_eq!(
             std::fs::read(out1.join(state)).unwrap(),
             std::fs::read(out2.join(state)).unwrap(),
@@ -105,6 +110,7 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
         .map(|r| r["crawl_id"].as_str().unwrap())
         .collect();
     assert_eq!(got, rounds, "evolution.json rounds");
+    check_report(&out1, &sample, rounds.len());
     for r in evolution["rounds"].as_array().unwrap() {
         let (pages, near) = (
             r["pages"].as_u64().unwrap(),
@@ -350,6 +356,90 @@ fn check_cluster_map(out: &Path) {
             "cluster {id}: canonical {canonical} is not a member"
         );
     }
+}
+
+/// The replay report: its figures agree with the input, and a real browser draws its charts.
+fn check_report(out: &Path, sample: &neardup::sample::SampleCrawl, rounds: usize) {
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "neardup.report/v1");
+    assert_eq!(doc["totals"]["records"], sample.records.len() as u64);
+    let dead: u64 = doc["totals"]["dead_letters"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(dead, sample.bad_records.len() as u64);
+    let report_rounds = doc["rounds"].as_array().unwrap();
+    assert_eq!(report_rounds.len(), rounds);
+    for r in report_rounds {
+        let g = &r["link_graph"];
+        let part = |k: &str| g[k].as_u64().unwrap();
+        assert_eq!(
+            part("connected_pages") + part("disconnected_pages"),
+            r["pages"].as_u64().unwrap(),
+            "{r}"
+        );
+        assert!(
+            part("connected_duplicates") + part("disconnected_duplicates") <= part("duplicates"),
+            "{r}"
+        );
+        assert!(
+            part("entry_pages") >= 1 && part("entry_pages") <= part("connected_pages"),
+            "{r}"
+        );
+        let sizes: Vec<u64> = r["largest_clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["size"].as_u64().unwrap())
+            .collect();
+        assert!(
+            !sizes.is_empty() && sizes.windows(2).all(|w| w[0] >= w[1]),
+            "{sizes:?}"
+        );
+    }
+    assert!(report_rounds[1]["change_buckets"]
+        .as_object()
+        .is_some_and(|m| !m.is_empty()));
+
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    // Self-contained: nothing is fetched (no external script, style sheet, image or font).
+    for fetch in ["<script src", "<link", "src=\"http", "url(http", "@import"] {
+        assert!(
+            !html.contains(fetch),
+            "report.html fetches something: {fetch}"
+        );
+    }
+    let charts = html.matches("<svg class=\"chart\"").count();
+    assert!(charts >= 6, "{charts} charts");
+    let dom = browser_dom(&out.join("report.html"));
+    assert!(
+        dom.contains(&format!("data-drawn=\"{charts}/{charts}\"")),
+        "the browser did not draw every chart: {}",
+        dom.split_once("data-drawn")
+            .map_or("no data-drawn mark", |x| &x.1[..12.min(x.1.len())])
+    );
+}
+
+/// The DOM after a headless Chromium loaded `page` (`NEARDUP_CHROMIUM` or `chromium` on PATH;
+/// tests/run-all.sh installs Debian's).
+fn browser_dom(page: &Path) -> String {
+    let browser = std::env::var("NEARDUP_CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    let out = Command::new(&browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot start {browser} ({e}): install Chromium (tests/run-all.sh does) or set NEARDUP_CHROMIUM")
+        });
+    assert!(
+        out.status.success(),
+        "{browser} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 fn tempdir(name: &str) -> std::path::PathBuf {

@@ -2,6 +2,7 @@
 # Runs every neardup test (unit, property, schema, bench-input and broker-backed) on a fresh
 # machine of this kind, installing what the tests need first:
 #   - cmake, pkg-config and libssl-dev when missing (Debian packages, to build librdkafka);
+#   - chromium when missing (Debian), to render the replay report in a real browser;
 #   - the benchmark's small crawl (../shared/bench/make_crawl.py; it apt-installs the Debian
 #     documentation packages it reads), cached under target/bench/;
 #   - tansu, a real Kafka-protocol broker, started on loopback for the run and stopped after.
@@ -15,6 +16,12 @@ started=$(date +%s)
 if ! command -v cmake >/dev/null || ! pkg-config --exists openssl 2>/dev/null; then
   echo "== installing cmake, pkg-config and the OpenSSL headers (librdkafka needs them)"
   apt-get update -qq && apt-get install -y -qq cmake pkg-config libssl-dev
+fi
+
+# --- a real browser for the report test (Debian's chromium, headless) ----------------------------
+if [ -z "${NEARDUP_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
+  echo "== installing chromium (the replay report test renders report.html in it)"
+  apt-get update -qq && apt-get install -y -qq chromium
 fi
 
 # --- the benchmark's bad-input file (issue: every malformed line lands in the dead letters) ----

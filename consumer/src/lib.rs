@@ -12,6 +12,7 @@ pub mod eval;
 pub mod http;
 pub mod kafka;
 pub mod replay;
+pub mod report;
 pub mod sample;
 pub mod summary;
 pub mod telemetry;

@@ -7,7 +7,8 @@
 //! `OUT/cluster-map.jsonl` (every clustered URL at each level: cluster id, size, canonical; sorted
 //! by URL, then level) and `OUT/evolution.json` (seed 000 §3 between crawl rounds: the share of
 //! near-duplicate pages, the cluster-size distribution, and containment Φ, reverse containment
-//! and similarity Ψ against round 1 by round-1 cluster size).
+//! and similarity Ψ against round 1 by round-1 cluster size), and the report a person reads,
+//! `OUT/report.html` with `OUT/report.json` (see [`crate::report`]).
 
 use anyhow::{Context, Result};
 use neardup_schemas::{OutputKind, Source};
@@ -138,13 +139,30 @@ pub fn replay_files(
             return Err(err.context(format!("writing outputs to {}", out_dir.display())));
         }
     }
+    // The end of the input closes the last collections epoch and crawl round.
+    topo.finish(&mut out);
+    for e in out.drain(..) {
+        sink.write(&e)
+            .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
+    }
     sink.finish()?;
     write_cluster_map(&topo, &out_dir.join("cluster-map.jsonl"))?;
     let rounds = topo.finish_evolution().to_vec();
-    let path = out_dir.join("evolution.json");
     let evolution = serde_json::json!({ "rounds": rounds });
-    std::fs::write(&path, serde_json::to_string_pretty(&evolution)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    write_file(
+        &out_dir.join("evolution.json"),
+        serde_json::to_string_pretty(&evolution)? + "\n",
+    )?;
+    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    let doc = crate::report::json(&topo, &rounds, &names);
+    write_file(
+        &out_dir.join("report.json"),
+        serde_json::to_string_pretty(&doc)? + "\n",
+    )?;
+    write_file(
+        &out_dir.join("report.html"),
+        crate::report::html(&doc, &rounds),
+    )?;
     let mut summary = crate::summary::render(&topo, started.elapsed());
     if !rounds.is_empty() {
         let shares: Vec<String> = rounds
@@ -156,10 +174,18 @@ pub fn replay_files(
             shares.join(", ")
         ));
     }
+    summary.push_str(&format!(
+        "  report: {} (and report.json)\n",
+        out_dir.join("report.html").display()
+    ));
     Ok(ReplayReport {
         summary,
         topology: topo,
     })
+}
+
+fn write_file(path: &Path, text: String) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Writes the cluster map: one line per clustered URL and level (`very_similar`, then

@@ -12,9 +12,20 @@
 //! the reverse Φ_n^1(u) = |C_1(u) ∩ C_n(u)| / |C_n(u)| (0 when C_n(u) is empty), and
 //! Ψ_1^n(u) = |C_1(u) ∩ C_n(u)| / |C_1(u) ∪ C_n(u)|.
 //!
-//! Kept only when asked for (replays): it remembers every round's URLs.
+//! Per round it also gives the views of a crawl the replay report draws: the change buckets of
+//! seed 000 fig. 10 (how each page changed since its previous fetch), the largest clusters with
+//! their hosts and canonical URL (seed 000 tables 1–2), and seed 004's table 4: duplicates in
+//! the part of the round's link graph reachable from its entry pages ("connected") and in the
+//! rest ("disconnected"). The entry pages are each host's home page: its URL in the round with
+//! the shortest path (ties: the smaller URL), as a crawl seeded with a list of sites starts
+//! there. A page's duplicates are the members of its cluster beyond one; for a subcollection,
+//! the clusters are cut to it first (seed 004: a cluster may split or vanish).
+//!
+//! Kept only when asked for (replays): it remembers every round's URLs and out-links.
 
 use crate::clusters::Clusters;
+use crate::site;
+use neardup_schemas::ChangeBucket;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -55,6 +66,46 @@ pub struct RoundFigures {
     pub size_distribution: BTreeMap<u64, u64>,
     /// Against round 1, per size bucket of the round-1 cluster (absent for round 1 itself).
     pub versus_first: Vec<BucketFigures>,
+    /// Pages of the round by how they changed since their previous fetch (seed 000 fig. 10);
+    /// first fetches are not counted.
+    pub change_buckets: BTreeMap<ChangeBucket, u64>,
+    /// The largest clusters of the round, largest first (at most [`LARGEST`]).
+    pub largest_clusters: Vec<ClusterView>,
+    /// Duplicates in the connected and disconnected parts of the round's link graph.
+    pub link_graph: LinkGraphFigures,
+}
+
+/// How many of the largest clusters a round lists.
+pub const LARGEST: usize = 20;
+
+/// One cluster as the report lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterView {
+    /// Pages of the round in the cluster.
+    pub size: u64,
+    /// Distinct hosts among them.
+    pub host_count: u64,
+    /// The first hosts, sorted (at most 10).
+    pub hosts: Vec<String>,
+    /// The cluster's canonical URL.
+    pub representative: String,
+}
+
+/// Seed 004 table 4 for one round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LinkGraphFigures {
+    /// Entry pages (one per host).
+    pub entry_pages: u64,
+    /// Pages reachable from an entry page by out-links within the round.
+    pub connected_pages: u64,
+    /// The others.
+    pub disconnected_pages: u64,
+    /// Duplicates in the whole round.
+    pub duplicates: u64,
+    /// Duplicates with the clusters cut to the connected pages.
+    pub connected_duplicates: u64,
+    /// Duplicates with the clusters cut to the disconnected pages.
+    pub disconnected_duplicates: u64,
 }
 
 /// Averages over the URLs of one round-1 size bucket.
@@ -79,6 +130,8 @@ pub struct BucketFigures {
 pub struct Evolution {
     current: Option<String>,
     pages: HashSet<Arc<str>>,
+    links: HashMap<Arc<str>, Box<[Box<str>]>>,
+    changes: BTreeMap<ChangeBucket, u64>,
     rounds: Vec<Snapshot>,
     figures: Vec<RoundFigures>,
 }
@@ -105,7 +158,19 @@ impl Evolution {
             self.pages.insert(Arc::from(url));
         } else {
             self.pages.remove(url);
+            self.links.remove(url);
         }
+    }
+
+    /// The out-links of `url`'s fetch in the current round (a later fetch replaces them).
+    pub fn links<'a>(&mut self, url: &str, out: impl Iterator<Item = &'a str>) {
+        self.links
+            .insert(Arc::from(url), out.map(Box::from).collect());
+    }
+
+    /// A page of the current round changed by `bucket` since its previous fetch.
+    pub fn changed(&mut self, bucket: ChangeBucket) {
+        *self.changes.entry(bucket).or_default() += 1;
     }
 
     /// Closes the current round (also at the end of a replay). Idempotent.
@@ -160,18 +225,109 @@ impl Evolution {
             clusters: by_cluster.len() as u64,
             size_distribution,
             versus_first,
+            change_buckets: std::mem::take(&mut self.changes),
+            largest_clusters: largest(&snap, &by_cluster, clusters),
+            link_graph: link_graph(&snap, &self.links),
         });
         // Only round 1 is compared against; later rounds need only their figures.
         if self.rounds.is_empty() {
             self.rounds.push(snap);
         }
         self.pages.clear();
+        self.links.clear();
     }
 
     /// The figures of every closed round.
     pub fn figures(&self) -> &[RoundFigures] {
         &self.figures
     }
+}
+
+/// The largest clusters of a round (cluster number -> group in `by_cluster`).
+fn largest(
+    snap: &Snapshot,
+    by_cluster: &HashMap<u32, u32>,
+    clusters: &Clusters,
+) -> Vec<ClusterView> {
+    let mut members: HashMap<u32, Vec<&str>> = HashMap::new();
+    for (u, g) in &snap.group {
+        members.entry(*g).or_default().push(u);
+    }
+    let mut views: Vec<ClusterView> = by_cluster
+        .iter()
+        .map(|(&c, g)| {
+            let mut hosts: Vec<&str> = members[g].iter().map(|u| site::host(u)).collect();
+            hosts.sort_unstable();
+            hosts.dedup();
+            ClusterView {
+                size: snap.sizes[*g as usize],
+                host_count: hosts.len() as u64,
+                hosts: hosts.iter().take(10).map(|h| (*h).to_owned()).collect(),
+                representative: clusters
+                    .canonical_of(c)
+                    .map(|u| u.to_string())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    views.sort_by(|a, b| {
+        b.size
+            .cmp(&a.size)
+            .then_with(|| a.representative.cmp(&b.representative))
+    });
+    views.truncate(LARGEST);
+    views
+}
+
+/// The length of a URL's path and query, for choosing a host's entry page.
+fn path_len(url: &str) -> usize {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.find('/').map_or(0, |i| rest.len() - i)
+}
+
+/// Seed 004 table 4: BFS over the round's out-links from each host's entry page.
+fn link_graph(snap: &Snapshot, links: &HashMap<Arc<str>, Box<[Box<str>]>>) -> LinkGraphFigures {
+    let mut urls: Vec<&Arc<str>> = snap.group.keys().collect();
+    urls.sort();
+    let mut entry: BTreeMap<&str, &Arc<str>> = BTreeMap::new();
+    for u in &urls {
+        let e = entry.entry(site::host(u)).or_insert(u);
+        if path_len(u) < path_len(e) {
+            *e = u;
+        }
+    }
+    let mut connected: HashSet<&str> = HashSet::new();
+    let mut queue: Vec<&str> = entry.values().map(|u| &***u).collect();
+    connected.extend(queue.iter().copied());
+    while let Some(u) = queue.pop() {
+        for l in links.get(u).into_iter().flat_map(|l| l.iter()) {
+            if let Some((k, _)) = snap.group.get_key_value(&**l) {
+                if connected.insert(k) {
+                    queue.push(k);
+                }
+            }
+        }
+    }
+    // Per group: members in the connected part, members in all.
+    let mut split: HashMap<u32, (u64, u64)> = HashMap::new();
+    for (u, g) in &snap.group {
+        let e = split.entry(*g).or_default();
+        e.1 += 1;
+        e.0 += u64::from(connected.contains(&**u));
+    }
+    let dup = |n: u64| n.saturating_sub(1);
+    let mut f = LinkGraphFigures {
+        entry_pages: entry.len() as u64,
+        connected_pages: connected.len() as u64,
+        disconnected_pages: (snap.group.len() - connected.len()) as u64,
+        ..LinkGraphFigures::default()
+    };
+    for (conn, all) in split.values() {
+        f.duplicates += dup(*all);
+        f.connected_duplicates += dup(*conn);
+        f.disconnected_duplicates += dup(all - conn);
+    }
+    f
 }
 
 fn compare(first: &Snapshot, now: &Snapshot) -> Vec<BucketFigures> {
@@ -289,5 +445,77 @@ mod tests {
         // Size 1 {f}: stays itself.
         close(b(1).containment, 1.0);
         assert_eq!(b(1).urls, 1);
+    }
+
+    #[test]
+    fn link_graph_change_buckets_and_largest_clusters() {
+        let mut cl = Clusters::new(PairLevel::VerySimilar);
+        let mut out = Emitter::new();
+        let mut ev = Evolution::new();
+        ev.begin(Some("w1"), &cl);
+        let a = |p: &str| format!("http://a.example/{p}");
+        let b = |p: &str| format!("http://b.example/{p}");
+        for u in [a(""), a("x"), a("y"), b(""), b("q"), b("z"), b("w")] {
+            ev.fetched(&u, true);
+        }
+        // Entry pages a/ and b/ (shortest paths); a/ -> a/x -> b/q; b/ links outside the round.
+        ev.links(&a(""), [a("x")].iter().map(String::as_str));
+        ev.links(
+            &a("x"),
+            [b("q"), "http://elsewhere.example/".into()]
+                .iter()
+                .map(String::as_str),
+        );
+        ev.links(
+            &b(""),
+            ["http://elsewhere.example/".to_owned()]
+                .iter()
+                .map(String::as_str),
+        );
+        ev.links(&b("z"), [a("y")].iter().map(String::as_str)); // from an unreachable page
+        for (x, y) in [(a("x"), b("q")), (b("q"), b("z")), (a("y"), b("w"))] {
+            cl.add_pair(&x, &y, 0, &mut out);
+        }
+        ev.changed(ChangeBucket::Large);
+        ev.changed(ChangeBucket::NoChange);
+        ev.changed(ChangeBucket::Large);
+        ev.close(&cl);
+        let f = &ev.figures()[0];
+        assert_eq!(
+            f.link_graph,
+            LinkGraphFigures {
+                entry_pages: 2,
+                connected_pages: 4,
+                disconnected_pages: 3,
+                // {a/x, b/q, b/z}: 2 in all, 1 among the connected (a/x, b/q), 0 among the rest;
+                // {a/y, b/w}: 1 in all, 0 connected, 1 disconnected.
+                duplicates: 3,
+                connected_duplicates: 1,
+                disconnected_duplicates: 1,
+            }
+        );
+        assert_eq!(
+            f.change_buckets,
+            BTreeMap::from([(ChangeBucket::Large, 2), (ChangeBucket::NoChange, 1)])
+        );
+        assert_eq!(f.largest_clusters.len(), 2);
+        let big = &f.largest_clusters[0];
+        assert_eq!((big.size, big.host_count), (3, 2));
+        assert_eq!(big.hosts, vec!["a.example", "b.example"]);
+        assert!(
+            [a("x"), b("q"), b("z")].contains(&big.representative),
+            "{big:?}"
+        );
+        assert_eq!(f.largest_clusters[1].size, 2);
+        // The next round starts from nothing.
+        ev.begin(Some("w2"), &cl);
+        ev.fetched(&a(""), true);
+        ev.close(&cl);
+        let g = &ev.figures()[1];
+        assert!(g.change_buckets.is_empty());
+        assert_eq!(
+            (g.link_graph.entry_pages, g.link_graph.connected_pages),
+            (1, 1)
+        );
     }
 }

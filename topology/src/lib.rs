@@ -308,6 +308,14 @@ impl Topology {
             Some((_, content, change, sketch)) => (Some(content), change, Some(sketch)),
             None => (None, None, None),
         };
+        if let Some(ev) = &mut self.evolution {
+            if let Some(c) = &content {
+                ev.links(&page.url, c.out_links.iter().map(String::as_str));
+            }
+            if let Some(c) = &change {
+                ev.changed(c.bucket);
+            }
+        }
         self.emitter.emit(SignatureEvent {
             schema: OutputKind::Signatures.schema().into(),
             event_id: String::new(),
