@@ -449,6 +449,200 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// One WARC record, gzip-compressed on its own (the `.warc.gz` convention).
+fn warc_record(
+    out: &mut Vec<u8>,
+    kind: &str,
+    uri: Option<&str>,
+    extra: &[(&str, &str)],
+    block: &[u8],
+) {
+    let mut rec = format!(
+        "WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: <urn:uuid:{}>\r\n",
+        out.len()
+    );
+    if let Some(u) = uri {
+        rec += &format!("WARC-Target-URI: {u}\r\n");
+    }
+    for (k, v) in extra {
+        rec += &format!("{k}: {v}\r\n");
+    }
+    rec += &format!("Content-Length: {}\r\n\r\n", block.len());
+    let mut bytes = rec.into_bytes();
+    bytes.extend_from_slice(block);
+    bytes.extend_from_slice(b"\r\n\r\n");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&bytes).unwrap();
+    out.extend(gz.finish().unwrap());
+}
+
+#[test]
+fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let dir = tempdir("warc");
+    let sample = sample_crawl(&SampleOptions::default());
+    let bad: BTreeSet<usize> = sample.bad_records.iter().map(|(i, _)| *i).collect();
+    let mut warc = vec![];
+    let mut events = String::new();
+    warc_record(
+        &mut warc,
+        "warcinfo",
+        None,
+        &[("Content-Type", "application/warc-fields")],
+        b"software: test\r\n",
+    );
+    let (mut responses, mut n) = (0, 0);
+    for (i, r) in sample.records.iter().enumerate() {
+        if bad.contains(&i) {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_slice(r).unwrap();
+        let (url, at, status) = (
+            v["url"].as_str().unwrap(),
+            v["fetched_at"].as_str().unwrap(),
+            v["status"].as_u64().unwrap(),
+        );
+        let body: Vec<u8> = match (v.get("body"), v.get("body_base64")) {
+            (Some(t), _) => t.as_str().unwrap().as_bytes().to_vec(),
+            (_, Some(b)) => b64.decode(b.as_str().unwrap()).unwrap(),
+            _ => vec![],
+        };
+        // The page event the archive stands for: no crawl round, the body as bytes.
+        let mut e = serde_json::json!({"url": url, "fetched_at": at, "status": status});
+        let mut head = format!("HTTP/1.1 {status} X\r\n");
+        if let Some(ct) = v.get("content_type").and_then(|c| c.as_str()) {
+            e["content_type"] = ct.into();
+            head += &format!("Content-Type: {ct}\r\n");
+        }
+        let mut extra = vec![("WARC-Date", at.to_owned())];
+        if let Some(ip) = v.get("ip").and_then(|c| c.as_str()) {
+            e["ip"] = ip.into();
+            extra.push(("WARC-IP-Address", ip.to_owned()));
+        }
+        if (200..300).contains(&status) {
+            e["body_base64"] = b64.encode(&body).into();
+        }
+        events += &(e.to_string() + "\n");
+        // Vary the HTTP framing: chunked, gzip-encoded, plain.
+        let payload = match n % 3 {
+            0 => {
+                head += "Transfer-Encoding: chunked\r\n";
+                let mut p = vec![];
+                for c in body.chunks(100) {
+                    p.extend(format!("{:x}\r\n", c.len()).bytes());
+                    p.extend(c);
+                    p.extend(b"\r\n");
+                }
+                p.extend(b"0\r\n\r\n");
+                p
+            }
+            1 => {
+                head += "Content-Encoding: gzip\r\n";
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                gz.write_all(&body).unwrap();
+                gz.finish().unwrap()
+            }
+            _ => body.clone(),
+        };
+        n += 1;
+        let mut block = (head + "\r\n").into_bytes();
+        block.extend(payload);
+        let extra: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        warc_record(
+            &mut warc,
+            "request",
+            Some(url),
+            &extra,
+            b"GET / HTTP/1.1\r\n\r\n",
+        );
+        let mut fields = extra.clone();
+        fields.push(("Content-Type", "application/http; msgtype=response"));
+        warc_record(
+            &mut warc,
+            "response",
+            Some(&format!("<{url}>")),
+            &fields,
+            &block,
+        );
+        responses += 1;
+    }
+    warc_record(
+        &mut warc,
+        "revisit",
+        Some("http://x.example/"),
+        &[],
+        b"HTTP/1.1 200 OK\r\n\r\n",
+    );
+    warc_record(
+        &mut warc,
+        "response",
+        Some("http://x.example/broken"),
+        &[],
+        b"no HTTP here",
+    );
+    let records = 2 * responses + 3; // warcinfo, request + response per page, revisit, broken
+    std::fs::write(dir.join("crawl.warc.gz"), &warc).unwrap();
+    std::fs::write(dir.join("events.jsonl"), &events).unwrap();
+
+    let (from_warc, from_events) = (dir.join("warc-out"), dir.join("events-out"));
+    let printed = neardup(&[
+        "replay",
+        "--input",
+        dir.join("crawl.warc.gz").to_str().unwrap(),
+        "--out",
+        from_warc.to_str().unwrap(),
+    ]);
+    neardup(&[
+        "replay",
+        "--input",
+        dir.join("events.jsonl").to_str().unwrap(),
+        "--out",
+        from_events.to_str().unwrap(),
+    ]);
+    let summary = String::from_utf8(printed.stdout).unwrap();
+    assert!(
+        summary.contains(&format!("WARC records: {records}, responses replayed {}, revisits skipped 1, other records skipped {}", responses + 1, responses + 1)),
+        "{summary}"
+    );
+    for kind in OutputKind::ALL {
+        if kind != OutputKind::DeadLetter {
+            let got = lines(&from_warc, kind);
+            assert_eq!(got, lines(&from_events, kind), "{kind:?}");
+            if kind == OutputKind::Pairs {
+                assert!(!got.is_empty(), "the sample has pairs");
+            }
+        }
+    }
+    // The unparseable response is a dead letter naming its record, not lost.
+    let dead = lines(&from_warc, OutputKind::DeadLetter);
+    assert_eq!(dead.len(), 1);
+    let d: DeadLetterEvent = serde_json::from_slice(&dead[0]).unwrap();
+    assert_eq!(
+        d.source,
+        Source::File {
+            file: dir.join("crawl.warc.gz").display().to_string(),
+            line: records
+        }
+    );
+
+    // A cut-off archive is an error that says where.
+    std::fs::write(dir.join("cut.warc.gz"), &warc[..warc.len() - 30]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "replay",
+            "--input",
+            dir.join("cut.warc.gz").to_str().unwrap(),
+            "--out",
+            dir.join("cut-out").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cut.warc.gz") && err.contains("byte"), "{err}");
+}
+
 /// `neardup ARGS` with `env` set and every other NEARDUP_* variable of this process removed.
 fn neardup_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_neardup"));

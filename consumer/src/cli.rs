@@ -217,7 +217,8 @@ pub struct ReplayArgs {
     /// A TOML configuration file: its `[topology]` applies (see `neardup run --config`).
     #[arg(long, env = "NEARDUP_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Input files: JSON lines, optionally gzip-compressed (`.gz`).
+    /// Input files: JSON lines of page events, or WARC archives (their `response` records),
+    /// either optionally gzip-compressed; told apart by their first bytes.
     #[arg(long, required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,
     /// Output directory: one `<kind>.jsonl` per output topic.

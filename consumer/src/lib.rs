@@ -16,3 +16,4 @@ pub mod report;
 pub mod sample;
 pub mod summary;
 pub mod telemetry;
+pub mod warc;

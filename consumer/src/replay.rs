@@ -1,4 +1,6 @@
-//! `neardup replay`: the same topology over JSONL / JSONL.gz files, no broker.
+//! `neardup replay`: the same topology over JSONL / JSONL.gz files or WARC archives
+//! ([`crate::warc`], recognised by their first bytes), no broker. A progress bar (bytes, MB/s,
+//! ETA, records) is drawn on stderr when it is a terminal.
 //!
 //! Each input line is one record (bytes, not necessarily UTF-8: a line that is not is a dead
 //! letter like any other bad record). Blank lines are not records and are skipped. Outputs go to
@@ -17,15 +19,39 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Opens a JSONL file, transparently gunzipping it when it starts with the gzip magic bytes.
 pub fn open_lines(path: &Path) -> Result<Box<dyn BufRead>> {
+    open_counted(path, Arc::default())
+}
+
+/// Counts the bytes read through it (for progress).
+struct Counted<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// [`open_lines`], adding the bytes read from the file (compressed) to `read`.
+pub fn open_counted(path: &Path, read: Arc<AtomicU64>) -> Result<Box<dyn BufRead>> {
     let mut f =
         File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
     let mut magic = [0u8; 2];
     let n = f.read(&mut magic)?;
-    let f = File::open(path)?;
+    let f = Counted {
+        inner: File::open(path)?,
+        read,
+    };
     Ok(if n == 2 && magic == [0x1f, 0x8b] {
         Box::new(BufReader::with_capacity(
             1 << 20,
@@ -37,8 +63,17 @@ pub fn open_lines(path: &Path) -> Result<Box<dyn BufRead>> {
 }
 
 /// Calls `f(line_number, bytes)` for every non-blank line of `path` (1-based numbers).
-pub fn for_each_line(path: &Path, mut f: impl FnMut(u64, &[u8])) -> Result<()> {
-    let mut reader = open_lines(path)?;
+pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8])) -> Result<()> {
+    for_each_line_counted(path, Arc::default(), f)
+}
+
+/// [`for_each_line`], counting the bytes read from the file in `read`.
+pub fn for_each_line_counted(
+    path: &Path,
+    read: Arc<AtomicU64>,
+    mut f: impl FnMut(u64, &[u8]),
+) -> Result<()> {
+    let mut reader = open_counted(path, read)?;
     let mut buf = Vec::with_capacity(1 << 16);
     let mut line_no = 0u64;
     loop {
@@ -98,6 +133,46 @@ impl FileSink {
     }
 }
 
+/// A progress bar on stderr (records, MB/s, ETA by input bytes); drawn only on a terminal.
+struct Progress {
+    bar: indicatif::ProgressBar,
+    done: std::cell::Cell<u64>,
+}
+
+impl Progress {
+    fn new(total_bytes: u64) -> Self {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total_bytes),
+            indicatif::ProgressDrawTarget::stderr_with_hz(4),
+        );
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} · {msg}",
+            )
+            .expect("a valid template"),
+        );
+        Progress {
+            bar,
+            done: std::cell::Cell::new(0),
+        }
+    }
+
+    /// `records` so far; `read` bytes of the current file.
+    fn update(&self, records: u64, read: u64) {
+        self.bar.set_position(self.done.get() + read);
+        self.bar.set_message(format!("{records} records"));
+    }
+
+    fn file_done(&self, read: u64) {
+        self.done.set(self.done.get() + read);
+        self.bar.set_position(self.done.get());
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
 /// What a replay did.
 pub struct ReplayReport {
     /// The summary text.
@@ -121,9 +196,17 @@ pub fn replay_files(
     let mut sink = FileSink::create(out_dir)?;
     let mut out = Vec::new();
     let mut write_err = None;
+    let total: u64 = inputs
+        .iter()
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let progress = Progress::new(total);
+    let mut warc = crate::warc::WarcCounts::default();
+    let mut records = 0u64;
     for path in inputs {
         let file = path.display().to_string();
-        for_each_line(path, |line, bytes| {
+        let read = Arc::new(AtomicU64::new(0));
+        let mut handle = |line: u64, bytes: &[u8]| {
             let src = Source::File {
                 file: file.clone(),
                 line,
@@ -134,11 +217,26 @@ pub fn replay_files(
                     write_err.get_or_insert(err);
                 }
             }
-        })?;
+            records += 1;
+            if records % 1024 == 0 {
+                progress.update(records, read.load(Ordering::Relaxed));
+            }
+        };
+        if crate::warc::is_warc(path)? {
+            let c = crate::warc::for_each_page_counted(path, read.clone(), &mut handle)?;
+            warc.records += c.records;
+            warc.responses += c.responses;
+            warc.revisits += c.revisits;
+            warc.other += c.other;
+        } else {
+            for_each_line_counted(path, read.clone(), &mut handle)?;
+        }
+        progress.file_done(read.load(Ordering::Relaxed));
         if let Some(err) = write_err.take() {
             return Err(err.context(format!("writing outputs to {}", out_dir.display())));
         }
     }
+    progress.finish();
     // The end of the input closes the last collections epoch and crawl round.
     topo.finish(&mut out);
     for e in out.drain(..) {
@@ -172,6 +270,12 @@ pub fn replay_files(
         summary.push_str(&format!(
             "  near-duplicate pages by round: {} (evolution.json)\n",
             shares.join(", ")
+        ));
+    }
+    if warc.records > 0 {
+        summary.push_str(&format!(
+            "  WARC records: {}, responses replayed {}, revisits skipped {}, other records skipped {}\n",
+            warc.records, warc.responses, warc.revisits, warc.other
         ));
     }
     summary.push_str(&format!(
