@@ -613,6 +613,128 @@ async fn a_flood_of_dead_letters_stops_the_run_uncommitted() {
     assert!(s.count(OutputKind::DeadLetter) < (sample.bad_records.len() + 21) as i64);
 }
 
+/// The values of every output file of a replay directory, per kind.
+fn replay_dir(dir: &std::path::Path) -> BTreeMap<OutputKind, Vec<Vec<u8>>> {
+    OutputKind::ALL
+        .iter()
+        .map(|k| {
+            let text = std::fs::read(dir.join(format!("{}.jsonl", k.short_name()))).unwrap();
+            let lines = text
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect();
+            (*k, lines)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_of_a_kafka_range_merges_partitions_in_time_order() {
+    let s = Setup::new("range").await;
+    // A two-partition topic: record i goes to partition i % 2 with timestamp base + i s.
+    let topic = format!("{}.two", s.input);
+    let admin: AdminClient<DefaultClientContext> = s.config().create().unwrap();
+    admin
+        .create_topics(
+            &[NewTopic::new(&topic, 2, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .for_each(|r| {
+            r.unwrap();
+        });
+    let sample = sample_crawl(&SampleOptions::default());
+    let base = 1_800_000_000_000i64;
+    let producer: FutureProducer = s.config().create().unwrap();
+    for (i, r) in sample.records.iter().enumerate() {
+        producer
+            .send(
+                FutureRecord::to(&topic)
+                    .partition((i % 2) as i32)
+                    .timestamp(base + 1000 * i as i64)
+                    .key(&record_key(r))
+                    .payload(r),
+                Duration::from_secs(30),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!("neardup-range-{}", std::process::id()));
+    let replay = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let o = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args([
+                "replay",
+                "--brokers",
+                &s.brokers,
+                "--topic",
+                &topic,
+                "--out",
+            ])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        replay_dir(&out)
+    };
+    // The oracle: the records in time order, with their partitions and offsets as sources
+    // (event ids derive from them).
+    let expect = |range: std::ops::Range<usize>| {
+        let mut m: BTreeMap<OutputKind, Vec<String>> =
+            OutputKind::ALL.iter().map(|k| (*k, vec![])).collect();
+        let first = range.start;
+        for e in replay_records(&sample.records[range], Config::default(), |i| {
+            Source::Kafka {
+                topic: topic.clone(),
+                partition: ((first + i) % 2) as i32,
+                offset: ((first + i) / 2) as i64,
+            }
+        }) {
+            m.get_mut(&e.kind)
+                .unwrap()
+                .push(String::from_utf8(e.value).unwrap());
+        }
+        m
+    };
+    let check = |got: &BTreeMap<OutputKind, Vec<Vec<u8>>>,
+                 want: &BTreeMap<OutputKind, Vec<String>>| {
+        for kind in OutputKind::ALL {
+            let got: Vec<String> = got[&kind]
+                .iter()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect();
+            assert_eq!(got.len(), want[&kind].len(), "{kind:?}: number of events");
+            if let Some(i) = (0..got.len()).find(|&i| got[i] != want[&kind][i]) {
+                panic!(
+                    "{kind:?} event {i} differs:\n got {}\nwant {}",
+                    got[i], want[&kind][i]
+                );
+            }
+        }
+    };
+    let all = replay("all", &[]);
+    check(&all, &expect(0..sample.records.len()));
+    assert!(!all[&OutputKind::Pairs].is_empty());
+    assert_eq!(all, replay("again", &[]), "not deterministic");
+    // From the time of record 40 to offset 30 of each partition (records 0..60): records 40..60.
+    let from = neardup_topology::format_time(base + 40_000);
+    check(
+        &replay("range", &["--from", &from, "--to", "30"]),
+        &expect(40..60),
+    );
+    // From offset 10 of each partition (record 20) to the time of record 50.
+    let to = neardup_topology::format_time(base + 50_000);
+    check(
+        &replay("range2", &["--from", "10", "--to", &to]),
+        &expect(20..50),
+    );
+}
+
 #[test]
 fn readiness_says_what_is_missing_when_no_broker_answers() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

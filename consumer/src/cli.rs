@@ -22,7 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Consume page events from Kafka and publish neardup's events (at-least-once).
     Run(RunArgs),
-    /// Run the topology over JSONL / JSONL.gz files, writing one JSONL file per output topic.
+    /// Run the topology over JSONL(.gz) or WARC files or a Kafka topic range, writing one JSONL
+    /// file per output topic and a report.
     Replay(ReplayArgs),
     /// Run the whole topology on an embedded Kafka cluster with a built-in sample crawl.
     Demo(DemoArgs),
@@ -219,8 +220,25 @@ pub struct ReplayArgs {
     pub config: Option<PathBuf>,
     /// Input files: JSON lines of page events, or WARC archives (their `response` records),
     /// either optionally gzip-compressed; told apart by their first bytes.
-    #[arg(long, required = true, num_args = 1..)]
+    #[arg(long, num_args = 1.., required_unless_present = "topic", conflicts_with = "topic")]
     pub input: Vec<PathBuf>,
+    /// Replay a Kafka topic instead of files (needs --brokers).
+    #[arg(long, requires = "brokers")]
+    pub topic: Option<String>,
+    /// Kafka bootstrap servers, with --topic.
+    #[arg(long)]
+    pub brokers: Option<String>,
+    /// With --topic: the first record, an offset (in every partition) or an RFC 3339 time
+    /// (each partition's first record at or after it). Default: the earliest retained.
+    #[arg(long, requires = "topic", value_parser = crate::kafka_range::parse_bound)]
+    pub from: Option<crate::kafka_range::Bound>,
+    /// With --topic: where the range ends (exclusive), an offset or a time. Default: the end of
+    /// each partition when the replay starts.
+    #[arg(long, requires = "topic", value_parser = crate::kafka_range::parse_bound)]
+    pub to: Option<crate::kafka_range::Bound>,
+    /// With --topic: a librdkafka property, e.g. `-X security.protocol=SASL_SSL` (repeatable).
+    #[arg(short = 'X', long = "kafka", value_parser = parse_kv)]
+    pub kafka: Vec<(String, String)>,
     /// Output directory: one `<kind>.jsonl` per output topic.
     #[arg(long)]
     pub out: PathBuf,

@@ -11,6 +11,7 @@ pub mod duration;
 pub mod eval;
 pub mod http;
 pub mod kafka;
+pub mod kafka_range;
 pub mod replay;
 pub mod report;
 pub mod sample;

@@ -29,7 +29,20 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
     match cli.command {
         Command::Replay(mut args) => {
             config::resolve_replay(&mut args, sub("replay"))?;
-            let report = replay::replay_files(&args.input, &args.out, args.topology.config())?;
+            let report = match &args.topic {
+                Some(topic) => neardup::kafka_range::replay_kafka(
+                    &neardup::kafka_range::KafkaRange {
+                        brokers: args.brokers.clone().unwrap_or_default(),
+                        topic: topic.clone(),
+                        from: args.from,
+                        to: args.to,
+                        kafka: args.kafka.clone(),
+                    },
+                    &args.out,
+                    args.topology.config(),
+                )?,
+                None => replay::replay_files(&args.input, &args.out, args.topology.config())?,
+            };
             print!("{}", report.summary);
             println!("outputs in {}", args.out.display());
             Ok(())

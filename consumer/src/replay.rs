@@ -134,41 +134,51 @@ impl FileSink {
 }
 
 /// A progress bar on stderr (records, MB/s, ETA by input bytes); drawn only on a terminal.
-struct Progress {
+pub struct Progress {
     bar: indicatif::ProgressBar,
     done: std::cell::Cell<u64>,
 }
 
 impl Progress {
-    fn new(total_bytes: u64) -> Self {
+    /// Progress through `total` bytes of input files.
+    pub fn bytes(total: u64) -> Self {
+        Self::with(
+            total,
+            "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} · {msg}",
+        )
+    }
+
+    /// Progress through `total` records (a Kafka range).
+    pub fn records(total: u64) -> Self {
+        Self::with(total, "{bar:30} {pos}/{len} records {per_sec} ETA {eta}")
+    }
+
+    fn with(total: u64, template: &str) -> Self {
         let bar = indicatif::ProgressBar::with_draw_target(
-            Some(total_bytes),
+            Some(total),
             indicatif::ProgressDrawTarget::stderr_with_hz(4),
         );
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} · {msg}",
-            )
-            .expect("a valid template"),
-        );
+        bar.set_style(indicatif::ProgressStyle::with_template(template).expect("a valid template"));
         Progress {
             bar,
             done: std::cell::Cell::new(0),
         }
     }
 
-    /// `records` so far; `read` bytes of the current file.
-    fn update(&self, records: u64, read: u64) {
+    /// `records` so far; `read` bytes (or records) of the current input.
+    pub fn update(&self, records: u64, read: u64) {
         self.bar.set_position(self.done.get() + read);
         self.bar.set_message(format!("{records} records"));
     }
 
-    fn file_done(&self, read: u64) {
+    /// The current input is done after `read` bytes (or records).
+    pub fn file_done(&self, read: u64) {
         self.done.set(self.done.get() + read);
         self.bar.set_position(self.done.get());
     }
 
-    fn finish(&self) {
+    /// Removes the bar.
+    pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
 }
@@ -181,28 +191,120 @@ pub struct ReplayReport {
     pub topology: Topology,
 }
 
+/// One replay in progress: the topology and the output files.
+pub struct Replayer {
+    topo: Topology,
+    sink: FileSink,
+    out: Vec<Emit>,
+    write_err: Option<anyhow::Error>,
+    out_dir: PathBuf,
+    started: Instant,
+    /// Records handled so far.
+    pub records: u64,
+}
+
+impl Replayer {
+    /// A fresh topology writing into `out_dir` (created).
+    pub fn new(out_dir: &Path, cfg: neardup_topology::Config) -> Result<Self> {
+        Ok(Replayer {
+            // A replay remembers every round's URLs for the evolution figures (seed 000 §3).
+            topo: Topology::new(neardup_topology::Config {
+                track_evolution: true,
+                ..cfg
+            }),
+            sink: FileSink::create(out_dir)?,
+            out: Vec::new(),
+            write_err: None,
+            out_dir: out_dir.to_owned(),
+            started: Instant::now(),
+            records: 0,
+        })
+    }
+
+    /// Processes one input record.
+    pub fn record(&mut self, bytes: &[u8], src: &Source) {
+        self.topo.process(bytes, src, &mut self.out);
+        for e in self.out.drain(..) {
+            if let Err(err) = self.sink.write(&e) {
+                self.write_err.get_or_insert(err);
+            }
+        }
+        self.records += 1;
+    }
+
+    /// The first write error so far, if any.
+    fn check(&mut self) -> Result<()> {
+        match self.write_err.take() {
+            Some(err) => Err(err.context(format!("writing outputs to {}", self.out_dir.display()))),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the input: closes the last epoch and round, writes the state files and the report,
+    /// and renders the summary (with `notes` appended).
+    pub fn end(mut self, inputs: &[String], notes: &str) -> Result<ReplayReport> {
+        self.check()?;
+        let (topo, out_dir) = (&mut self.topo, &self.out_dir);
+        // The end of the input closes the last collections epoch and crawl round.
+        topo.finish(&mut self.out);
+        for e in self.out.drain(..) {
+            self.sink
+                .write(&e)
+                .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
+        }
+        self.sink.finish()?;
+        write_cluster_map(topo, &out_dir.join("cluster-map.jsonl"))?;
+        let rounds = topo.finish_evolution().to_vec();
+        let evolution = serde_json::json!({ "rounds": rounds });
+        write_file(
+            &out_dir.join("evolution.json"),
+            serde_json::to_string_pretty(&evolution)? + "\n",
+        )?;
+        let doc = crate::report::json(topo, &rounds, inputs);
+        write_file(
+            &out_dir.join("report.json"),
+            serde_json::to_string_pretty(&doc)? + "\n",
+        )?;
+        write_file(
+            &out_dir.join("report.html"),
+            crate::report::html(&doc, &rounds),
+        )?;
+        let mut summary = crate::summary::render(topo, self.started.elapsed());
+        if !rounds.is_empty() {
+            let shares: Vec<String> = rounds
+                .iter()
+                .map(|r| format!("{} {:.1} %", r.crawl_id, 100.0 * r.near_duplicate_share))
+                .collect();
+            summary.push_str(&format!(
+                "  near-duplicate pages by round: {} (evolution.json)\n",
+                shares.join(", ")
+            ));
+        }
+        summary.push_str(notes);
+        summary.push_str(&format!(
+            "  report: {} (and report.json)\n",
+            out_dir.join("report.html").display()
+        ));
+        Ok(ReplayReport {
+            summary,
+            topology: self.topo,
+        })
+    }
+}
+
 /// Replays `inputs` in order through a fresh topology, writing outputs into `out_dir`.
 pub fn replay_files(
     inputs: &[PathBuf],
     out_dir: &Path,
     cfg: neardup_topology::Config,
 ) -> Result<ReplayReport> {
-    let started = Instant::now();
-    // A replay remembers every round's URLs for the evolution figures (seed 000 §3).
-    let mut topo = Topology::new(neardup_topology::Config {
-        track_evolution: true,
-        ..cfg
-    });
-    let mut sink = FileSink::create(out_dir)?;
-    let mut out = Vec::new();
-    let mut write_err = None;
+    let mut r = Replayer::new(out_dir, cfg)?;
     let total: u64 = inputs
         .iter()
         .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
         .sum();
-    let progress = Progress::new(total);
+    let progress = Progress::bytes(total);
     let mut warc = crate::warc::WarcCounts::default();
-    let mut records = 0u64;
     for path in inputs {
         let file = path.display().to_string();
         let read = Arc::new(AtomicU64::new(0));
@@ -211,15 +313,9 @@ pub fn replay_files(
                 file: file.clone(),
                 line,
             };
-            topo.process(bytes, &src, &mut out);
-            for e in out.drain(..) {
-                if let Err(err) = sink.write(&e) {
-                    write_err.get_or_insert(err);
-                }
-            }
-            records += 1;
-            if records % 1024 == 0 {
-                progress.update(records, read.load(Ordering::Relaxed));
+            r.record(bytes, &src);
+            if r.records % 1024 == 0 {
+                progress.update(r.records, read.load(Ordering::Relaxed));
             }
         };
         if crate::warc::is_warc(path)? {
@@ -232,60 +328,19 @@ pub fn replay_files(
             for_each_line_counted(path, read.clone(), &mut handle)?;
         }
         progress.file_done(read.load(Ordering::Relaxed));
-        if let Some(err) = write_err.take() {
-            return Err(err.context(format!("writing outputs to {}", out_dir.display())));
-        }
+        r.check()?;
     }
     progress.finish();
-    // The end of the input closes the last collections epoch and crawl round.
-    topo.finish(&mut out);
-    for e in out.drain(..) {
-        sink.write(&e)
-            .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
-    }
-    sink.finish()?;
-    write_cluster_map(&topo, &out_dir.join("cluster-map.jsonl"))?;
-    let rounds = topo.finish_evolution().to_vec();
-    let evolution = serde_json::json!({ "rounds": rounds });
-    write_file(
-        &out_dir.join("evolution.json"),
-        serde_json::to_string_pretty(&evolution)? + "\n",
-    )?;
-    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-    let doc = crate::report::json(&topo, &rounds, &names);
-    write_file(
-        &out_dir.join("report.json"),
-        serde_json::to_string_pretty(&doc)? + "\n",
-    )?;
-    write_file(
-        &out_dir.join("report.html"),
-        crate::report::html(&doc, &rounds),
-    )?;
-    let mut summary = crate::summary::render(&topo, started.elapsed());
-    if !rounds.is_empty() {
-        let shares: Vec<String> = rounds
-            .iter()
-            .map(|r| format!("{} {:.1} %", r.crawl_id, 100.0 * r.near_duplicate_share))
-            .collect();
-        summary.push_str(&format!(
-            "  near-duplicate pages by round: {} (evolution.json)\n",
-            shares.join(", ")
-        ));
-    }
-    if warc.records > 0 {
-        summary.push_str(&format!(
+    let notes = if warc.records > 0 {
+        format!(
             "  WARC records: {}, responses replayed {}, revisits skipped {}, other records skipped {}\n",
             warc.records, warc.responses, warc.revisits, warc.other
-        ));
-    }
-    summary.push_str(&format!(
-        "  report: {} (and report.json)\n",
-        out_dir.join("report.html").display()
-    ));
-    Ok(ReplayReport {
-        summary,
-        topology: topo,
-    })
+        )
+    } else {
+        String::new()
+    };
+    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    r.end(&names, &notes)
 }
 
 fn write_file(path: &Path, text: String) -> Result<()> {

@@ -547,6 +547,12 @@ fn is_detected(value: &[u8]) -> bool {
         .any(|w| w == b"\"state\":\"detected\"")
 }
 
+/// Milliseconds since the Unix epoch of an RFC 3339 time (`2026-11-02T10:15:00Z`).
+pub fn parse_time(s: &str) -> Option<i64> {
+    let t = time::OffsetDateTime::parse(s, &Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
 /// Event time as RFC 3339 UTC (`2026-11-02T10:15:00Z`; fractional seconds only when present).
 pub fn format_time(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
