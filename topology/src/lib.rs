@@ -357,7 +357,12 @@ impl Topology {
         if self.epoch.1 == i64::MIN {
             self.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
         } else if round_changed || page.fetched_at_ms >= self.epoch.1 + EPOCH_MS {
+            // The epoch's events carry the time it ended at (the latest fetch before this
+            // page), so they belong to the round they describe.
+            let now = self.emitter.at().to_owned();
+            self.emitter.set_at(&format_time(self.watermark_ms));
             self.close_epoch();
+            self.emitter.set_at(&now);
             self.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
         }
     }

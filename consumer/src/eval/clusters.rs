@@ -145,14 +145,14 @@ fn check_schema(schema: &Option<Cow<'_, str>>, want: &str) -> Result<()> {
 
 /// Cuts a time-ordered event stream into the truth's rounds: before each event, [`Rounds::before`]
 /// scores the state as the previous round's result when the event starts another round.
-struct Rounds<'t, R> {
+pub(super) struct Rounds<'t, R> {
     truth: &'t Truth,
     results: Vec<Option<R>>,
     current: Option<usize>,
 }
 
 impl<'t, R> Rounds<'t, R> {
-    fn new(truth: &'t Truth) -> Self {
+    pub(super) fn new(truth: &'t Truth) -> Self {
         Rounds {
             truth,
             results: (0..truth.rounds.len()).map(|_| None).collect(),
@@ -161,7 +161,7 @@ impl<'t, R> Rounds<'t, R> {
     }
 
     /// Call before applying an event at `at`; `score(i, carried_over)` scores the state now.
-    fn before(&mut self, at: &str, mut score: impl FnMut(usize, bool) -> R) {
+    pub(super) fn before(&mut self, at: &str, mut score: impl FnMut(usize, bool) -> R) {
         let round = self.truth.round_at(at);
         if self.current == Some(round) {
             return;
@@ -178,7 +178,7 @@ impl<'t, R> Rounds<'t, R> {
     }
 
     /// Scores the last round, and every round still without a result as carried over.
-    fn finish(mut self, mut score: impl FnMut(usize, bool) -> R) -> Vec<R> {
+    pub(super) fn finish(mut self, mut score: impl FnMut(usize, bool) -> R) -> Vec<R> {
         if let Some(prev) = self.current {
             self.results[prev] = Some(score(prev, false));
         }

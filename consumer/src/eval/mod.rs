@@ -89,6 +89,7 @@
 //! ```
 
 mod clusters;
+mod hosts;
 
 pub use clusters::{ClusterRound, ClustersReport, HintRound, HintsReport};
 
@@ -114,6 +115,9 @@ const BUCKETS: [(f64, &str); 5] = [
     (0.95, "0.9-0.95"),
     (f64::INFINITY, ">=0.95"),
 ];
+
+/// FMN's threshold: host pairs with this many shared pages are the mirrors to find.
+const MIN_SHARED: u64 = 10;
 
 /// Examples of false positives kept per round.
 const EXAMPLES: usize = 5;
@@ -202,6 +206,34 @@ pub fn evaluate_files(
                     clusters::evaluate_hints(&truth, &mut interner, reader)
                         .with_context(|| format!("reading recrawl file {}", path.display()))?,
                 );
+            }
+            let mirrors = beside(&pairs, "mirrors.jsonl");
+            let collections = beside(&pairs, "collections.jsonl")
+                .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0));
+            if mirrors.is_some() || collections.is_some() {
+                let file = File::open(path)
+                    .with_context(|| format!("cannot open truth file {}", path.display()))?;
+                let host_truth = hosts::HostTruth::read(BufReader::with_capacity(1 << 20, file))
+                    .with_context(|| format!("reading the host parts of {}", path.display()))?;
+                if let Some(path) = mirrors {
+                    report.mirrors = Some(
+                        hosts::evaluate_mirrors(
+                            &truth,
+                            &host_truth,
+                            open_lines(&path)?,
+                            MIN_SHARED,
+                        )
+                        .with_context(|| format!("reading mirrors file {}", path.display()))?,
+                    );
+                }
+                if let Some(path) = collections {
+                    report.collections = Some(
+                        hosts::evaluate_collections(&truth, &host_truth, open_lines(&path)?)
+                            .with_context(|| {
+                                format!("reading collections file {}", path.display())
+                            })?,
+                    );
+                }
             }
             Ok(Report::Truth(Box::new(report)))
         }
@@ -1137,6 +1169,12 @@ pub struct TruthReport {
     /// The crawl hints' scores, when the run's `recrawl.jsonl` was found.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hints: Option<HintsReport>,
+    /// The mirrored hosts' scores, when the run's `mirrors.jsonl` was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirrors: Option<hosts::MirrorsReport>,
+    /// The replicated collections' scores, when the run's `collections.jsonl` has events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collections: Option<hosts::CollectionsReport>,
 }
 
 /// The evaluation against labelled pairs.
@@ -1282,6 +1320,8 @@ fn evaluate_truth(
         unmatched_crawl_ids: unmatched.into_iter().collect(),
         clusters: None,
         hints: None,
+        mirrors: None,
+        collections: None,
     })
 }
 
@@ -1525,7 +1565,78 @@ fn render_truth(r: &TruthReport) -> String {
     if let Some(h) = &r.hints {
         render_hints(&mut s, h);
     }
+    if let Some(m) = &r.mirrors {
+        render_mirrors(&mut s, m);
+    }
+    if let Some(c) = &r.collections {
+        render_collections(&mut s, c);
+    }
     s
+}
+
+fn render_mirrors(s: &mut String, m: &hosts::MirrorsReport) {
+    let _ = writeln!(
+        s,
+        "\nmirrored hosts ({} events): truth pairs with >= {} shared pages; aliases and auto-mirrors must not be mirrors",
+        m.events, m.min_shared
+    );
+    let _ = writeln!(
+        s,
+        "{:<16}{:>7}{:>7}{:>8}{:>10}{:>10}{:>10}{:>10}{:>9}{:>12}{:>12}",
+        "round",
+        "truth",
+        "found",
+        "recall",
+        "confirmed",
+        "prefixes",
+        "reported",
+        "precision",
+        "aliases",
+        "alias/auto",
+        "as mirrors"
+    );
+    for r in &m.rounds {
+        let _ = writeln!(
+            s,
+            "{:<16}{:>7}{:>7}{:>8.4}{:>10}{:>10}{:>10}{:>10.4}{:>9}{:>12}{:>12}",
+            round_label(&r.crawl_id, r.carried_over),
+            r.truth_mirrors,
+            r.found,
+            r.recall,
+            r.confirmed,
+            r.prefixes_right,
+            r.reported,
+            r.precision,
+            format!("{}/{}", r.aliases_reported, r.truth_aliases),
+            format!("{}/{}", r.auto_mirrors_reported, r.truth_auto_mirrors),
+            r.aliases_as_mirrors + r.auto_mirrors_as_mirrors
+        );
+    }
+}
+
+fn render_collections(s: &mut String, c: &hosts::CollectionsReport) {
+    let _ = writeln!(
+        s,
+        "\nreplicated collections ({} events): each truth collection found once, hosts and pages per host within 10 %",
+        c.events
+    );
+    let _ = writeln!(
+        s,
+        "{:<16}{:>10}{:>8}{:>12}{:>14}{:>14}",
+        "round", "reported", "truth", "found once", "hosts ±10%", "pages ±10%"
+    );
+    for r in &c.rounds {
+        let _ = writeln!(
+            s,
+            "{:<16}{:>10}{:>8}{:>12}{:>14}{:>14}",
+            round_label(&r.crawl_id, r.carried_over),
+            r.reported,
+            r.truth,
+            r.found_once,
+            r.hosts_within_10pct,
+            r.pages_within_10pct
+        );
+    }
 }
 
 fn render_clusters(s: &mut String, c: &ClustersReport) {
