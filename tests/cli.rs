@@ -282,6 +282,38 @@ fn eval_scores_a_replay_directory_against_a_truth_as_json() {
     assert_eq!(v["min_precision"], 0.0);
     assert!((v["min_recall"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
 
+    // Two runs side by side (here: the stream, and an empty one).
+    let empty = dir.join("empty-pairs.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let out = neardup(&[
+        "eval",
+        "--truth",
+        truth.to_str().unwrap(),
+        "--pairs",
+        replay_out.to_str().unwrap(),
+        empty.to_str().unwrap(),
+        "--label",
+        "tiny",
+        "none",
+        "--json",
+    ]);
+    let both: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        both["runs"][0], v,
+        "a run scores the same alone and side by side"
+    );
+    let rows = both["comparison"].as_array().unwrap();
+    assert_eq!(
+        (rows[0]["label"].as_str(), rows[1]["label"].as_str()),
+        (Some("tiny"), Some("none"))
+    );
+    assert_eq!(rows[0]["precision"], v["overall"]["precision"]);
+    assert_eq!(
+        rows[0]["same_site_precision"],
+        v["overall"]["same_site"]["precision"]
+    );
+    assert_eq!(rows[1]["recall"], 0.0);
+
     // The tables name every round; without --truth or --labels the command says what it needs.
     let text = neardup(&[
         "eval",

@@ -271,9 +271,10 @@ pub struct EvalArgs {
     /// Labelled pairs instead of a truth: JSON lines `{"a": URL, "b": URL, "near_duplicate": bool}`.
     #[arg(long, value_name = "FILE")]
     pub labels: Option<PathBuf>,
-    /// The pair events: a `pairs.jsonl` file (optionally gzip-compressed) or a replay output directory.
-    #[arg(long, value_name = "PATH")]
-    pub pairs: PathBuf,
+    /// The pair events: a `pairs.jsonl` file (optionally gzip-compressed) or a replay output
+    /// directory. Give several (e.g. one replay per `--policy`) to compare them side by side.
+    #[arg(long, value_name = "PATH", required = true, num_args = 1..)]
+    pub pairs: Vec<PathBuf>,
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -281,9 +282,10 @@ pub struct EvalArgs {
     /// `very_similar` or `virtually_identical`.
     #[arg(long, default_value = "very_similar", value_parser = ["very_similar", "virtually_identical"])]
     pub cluster_level: String,
-    /// A name for this run, repeated in the output (default: the --pairs path).
-    #[arg(long, value_name = "NAME")]
-    pub label: Option<String>,
+    /// A name for each run, repeated in the output, in the order of --pairs (default: the
+    /// --pairs path).
+    #[arg(long, value_name = "NAME", num_args = 1..)]
+    pub label: Vec<String>,
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {

@@ -139,18 +139,133 @@ pub fn run(args: &EvalArgs) -> Result<String> {
         (Some(_), Some(_)) => bail!("give either --truth or --labels, not both"),
         (None, None) => bail!("give --truth FILE (the benchmark's truth.json) or --labels FILE"),
     };
-    let label = args
-        .label
-        .clone()
-        .unwrap_or_else(|| args.pairs.display().to_string());
-    let report = evaluate_files(&reference, &args.pairs, label, &args.cluster_level)?;
+    if !args.label.is_empty() && args.label.len() != args.pairs.len() {
+        bail!(
+            "{} --label for {} --pairs: give one label per run, or none",
+            args.label.len(),
+            args.pairs.len()
+        );
+    }
+    let mut reports = vec![];
+    for (i, pairs) in args.pairs.iter().enumerate() {
+        let label = args
+            .label
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| pairs.display().to_string());
+        reports.push(evaluate_files(
+            &reference,
+            pairs,
+            label,
+            &args.cluster_level,
+        )?);
+    }
+    if let [report] = reports.as_slice() {
+        return Ok(if args.json {
+            serde_json::to_string_pretty(report)? + "\n"
+        } else {
+            report.render()
+        });
+    }
+    let rows: Vec<ComparisonRow> = reports.iter().map(ComparisonRow::of).collect();
     Ok(if args.json {
-        let mut s = serde_json::to_string_pretty(&report)?;
-        s.push('\n');
-        s
+        // A struct, not json!: the latter would widen f32 fields to f64 digits.
+        #[derive(Serialize)]
+        struct Runs<'a> {
+            runs: &'a [Report],
+            comparison: &'a [ComparisonRow],
+        }
+        serde_json::to_string_pretty(&Runs {
+            runs: &reports,
+            comparison: &rows,
+        })? + "\n"
     } else {
-        report.render()
+        let mut s = String::new();
+        for r in &reports {
+            s.push_str(&r.render());
+            s.push('\n');
+        }
+        s.push_str(&render_comparison(&rows));
+        s
     })
+}
+
+/// One run in the side-by-side comparison of several pair streams.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparisonRow {
+    /// The run's name.
+    pub label: String,
+    /// Pair precision (all rounds pooled; labels: at the end).
+    pub precision: f64,
+    /// Pair recall.
+    pub recall: f64,
+    /// Pair F1.
+    pub f1: f64,
+    /// Same-site precision (truth only).
+    pub same_site_precision: Option<f64>,
+    /// Different-site precision (truth only).
+    pub different_site_precision: Option<f64>,
+    /// The smallest precision of a round (truth only).
+    pub min_precision: Option<f64>,
+    /// The smallest recall of a round (truth only).
+    pub min_recall: Option<f64>,
+    /// Share of the listed hard-negative pairs reported (truth only).
+    pub hard_negatives_reported: Option<f64>,
+}
+
+impl ComparisonRow {
+    fn of(r: &Report) -> Self {
+        match r {
+            Report::Truth(t) => ComparisonRow {
+                label: t.label.clone(),
+                precision: t.overall.precision,
+                recall: t.overall.recall,
+                f1: t.overall.f1,
+                same_site_precision: Some(t.overall.same_site.precision),
+                different_site_precision: Some(t.overall.different_site.precision),
+                min_precision: Some(t.min_precision),
+                min_recall: Some(t.min_recall),
+                hard_negatives_reported: Some(t.overall.hard_negative_pairs.fraction),
+            },
+            Report::Labels(l) => ComparisonRow {
+                label: l.label.clone(),
+                precision: l.labels.precision,
+                recall: l.labels.recall,
+                f1: l.labels.f1,
+                same_site_precision: None,
+                different_site_precision: None,
+                min_precision: None,
+                min_recall: None,
+                hard_negatives_reported: None,
+            },
+        }
+    }
+}
+
+fn render_comparison(rows: &[ComparisonRow]) -> String {
+    let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.4}"));
+    let mut s = String::from("side by side (all rounds pooled):\n");
+    let _ = writeln!(
+        s,
+        "{:<28}{:>10}{:>10}{:>8}{:>11}{:>11}{:>10}{:>10}{:>10}",
+        "run", "precision", "recall", "f1", "same-site", "diff-site", "min P", "min R", "hard neg"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<28}{:>10.4}{:>10.4}{:>8.4}{:>11}{:>11}{:>10}{:>10}{:>10}",
+            r.label,
+            r.precision,
+            r.recall,
+            r.f1,
+            opt(r.same_site_precision),
+            opt(r.different_site_precision),
+            opt(r.min_precision),
+            opt(r.min_recall),
+            opt(r.hard_negatives_reported)
+        );
+    }
+    s
 }
 
 /// `name` in the directory of the pairs file, if it exists (`.gz` too).
