@@ -481,7 +481,6 @@ struct Page {
     mask: u128,
     /// The mask came from a full site sample (else it may still grow: see `mature_sample`).
     mature: bool,
-    site: u32,
     /// [`url_name`] of the URL.
     name: u32,
     at_ms: i64,
@@ -564,6 +563,11 @@ pub struct NearIndex {
     partners: HashMap<u32, Vec<u32>, crate::hash::StrBuild>,
     stats: NearStats,
     scratch: Vec<u32>,
+    /// The site of each slot (dense, so sampling a bucket does not touch page records).
+    site_of: Vec<u32>,
+    /// Per slot, the sighting it was last seen in (candidate deduplication without sorting).
+    seen: Vec<u32>,
+    sighting: u32,
     fetches: u32,
     changes: Vec<PairChange>,
     /// Fetches before this event time are outside the window.
@@ -585,6 +589,9 @@ impl NearIndex {
             partners: HashMap::default(),
             stats: NearStats::default(),
             scratch: Vec::new(),
+            site_of: Vec::new(),
+            seen: Vec::new(),
+            sighting: 0,
             fetches: 0,
             changes: Vec::new(),
             horizon_ms: i64::MIN,
@@ -635,6 +642,7 @@ impl NearIndex {
     pub fn memory_bytes(&self) -> (usize, usize) {
         let index = self.pages.capacity() * std::mem::size_of::<Option<Page>>()
             + self.free.capacity() * 4
+            + (self.site_of.capacity() + self.seen.capacity()) * 4
             + self.table.bytes()
             + self.expiry.capacity() * std::mem::size_of::<Reverse<(i64, u32, u32)>>()
             + self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1)
@@ -720,12 +728,13 @@ impl NearIndex {
             }
             self.drop_record(slot);
         }
-        let slot = self.insert_record(f.url, sketch, f.fetched_at_ms);
+        let (slot, mut candidates) = self.insert_record(f.url, sketch, f.fetched_at_ms);
         self.mature_sample(slot, f.crawl_id, out);
-        let mut candidates = self.candidates(slot);
-        candidates.extend(old.iter().map(|(p, _, _)| *p));
-        candidates.sort_unstable();
-        candidates.dedup();
+        for (p, _, _) in &old {
+            if self.first_sight(*p) {
+                candidates.push(*p);
+            }
+        }
         let mut found: Vec<(Arc<str>, u32, PairInfo)> = Vec::new();
         for &c in &candidates {
             if c == slot {
@@ -856,7 +865,10 @@ impl NearIndex {
         }
     }
 
-    fn insert_record(&mut self, url: &str, sketch: &Sketch, at_ms: i64) -> u32 {
+    /// Files a page and returns its slot with its candidates: the pages that share a table key
+    /// with it (each once; keys whose bucket is too large skipped), found by the same bucket
+    /// lookups that sample the site for its boilerplate mask, before its own keys are filed.
+    fn insert_record(&mut self, url: &str, sketch: &Sketch, at_ms: i64) -> (u32, Vec<u32>) {
         let site_name = site::site(site::host(url)).to_ascii_lowercase();
         let next_site = self.sites.len() as u32;
         let site = *self.sites.entry(site_name.into()).or_insert(next_site);
@@ -864,7 +876,14 @@ impl NearIndex {
             self.pages.push(None);
             (self.pages.len() - 1) as u32
         });
-        let (mask, mature) = self.boilerplate_mask(sketch, site);
+        if self.site_of.len() < self.pages.len() {
+            self.site_of.resize(self.pages.len(), 0);
+            self.seen.resize(self.pages.len(), 0);
+        }
+        self.site_of[slot as usize] = site;
+        let (keys, n) = keys(self.cfg.policy, sketch);
+        let mut candidates = Vec::new();
+        let (mask, mature) = self.lookup(sketch, site, &keys[..n], &mut candidates);
         let url: Arc<str> = Arc::from(url);
         self.fetches = self.fetches.wrapping_add(1);
         let generation = self.fetches;
@@ -872,19 +891,103 @@ impl NearIndex {
             sketch: sketch.clone(),
             mask,
             mature,
-            site,
             name: url_name(&url),
             at_ms,
             generation,
             url: url.clone(),
         });
-        let (keys, n) = keys(self.cfg.policy, sketch);
         for &k in &keys[..n] {
             self.table.insert(k, slot);
         }
         self.by_url.insert(url, slot);
         self.expiry.push(Reverse((at_ms, slot, generation)));
-        slot
+        (slot, candidates)
+    }
+
+    /// True the first time `slot` is seen since the last [`Self::new_sighting`].
+    fn first_sight(&mut self, slot: u32) -> bool {
+        let seen = &mut self.seen[slot as usize];
+        if *seen == self.sighting {
+            return false;
+        }
+        *seen = self.sighting;
+        true
+    }
+
+    /// Starts a new round of [`Self::first_sight`].
+    fn new_sighting(&mut self) {
+        self.sighting = self.sighting.wrapping_add(1);
+        if self.sighting == 0 {
+            self.seen.fill(0);
+            self.sighting = 1;
+        }
+    }
+
+    /// Looks up each of a new page's `keys` once: the pages found are its candidates (a key of
+    /// more than `max_bucket` pages with the new one, or `max_pairs_per_join` for the checksum,
+    /// is skipped), and the band buckets also sample the page's site for its boilerplate mask.
+    fn lookup(
+        &mut self,
+        sketch: &Sketch,
+        site: u32,
+        keys: &[u32],
+        candidates: &mut Vec<u32>,
+    ) -> (u128, bool) {
+        self.new_sighting();
+        let sampling = sketch.has_terms && self.cfg.policy.uses_bands();
+        let mut sample = std::mem::take(&mut self.scratch);
+        sample.clear();
+        let per_bucket = 4 * self.cfg.boilerplate_sample;
+        for (i, &k) in keys.iter().enumerate() {
+            let bucket = self.table.get(k);
+            let limit = if i == 0 {
+                self.cfg.max_pairs_per_join
+            } else {
+                self.cfg.max_bucket
+            };
+            // Counted with the new page, which is not filed yet.
+            if bucket.len() + 1 > limit {
+                self.stats.hot_buckets_skipped += 1;
+            } else {
+                for &c in bucket {
+                    let seen = &mut self.seen[c as usize];
+                    if *seen != self.sighting {
+                        *seen = self.sighting;
+                        candidates.push(c);
+                    }
+                }
+            }
+            // Keys after the checksum are the bands when sampling.
+            if sampling && i > 0 && sample.len() < self.cfg.boilerplate_sample {
+                for &c in bucket.iter().rev().take(per_bucket) {
+                    if self.site_of[c as usize] == site && !sample.contains(&c) {
+                        sample.push(c);
+                        if sample.len() >= self.cfg.boilerplate_sample {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let mut mask = 0u128;
+        // Twice the threshold, so that a position needs half of the smallest sample, not all.
+        let mature = sampling && sample.len() >= 2 * self.cfg.boilerplate_min;
+        if mature {
+            let mut counts = [0u16; MINVALUES];
+            for &c in &sample {
+                let agree = agreement(&self.page(c).sketch.mins, &sketch.mins);
+                for (i, n) in counts.iter_mut().enumerate() {
+                    *n += ((agree >> i) & 1) as u16;
+                }
+            }
+            for (i, &n) in counts.iter().enumerate() {
+                if usize::from(n) >= self.cfg.boilerplate_min {
+                    mask |= 1 << i;
+                }
+            }
+        }
+        self.scratch = sample;
+        (mask, mature)
     }
 
     /// Removes a page's record and table entries (its pairs must be gone already).
@@ -896,48 +999,6 @@ impl NearIndex {
         }
         self.by_url.remove(&page.url);
         self.free.push(slot);
-    }
-
-    /// The positions whose value recurs on at least `boilerplate_min` sampled pages of the site,
-    /// and whether the sample was large enough to tell. The sample is left in `self.scratch`.
-    fn boilerplate_mask(&mut self, sketch: &Sketch, site: u32) -> (u128, bool) {
-        self.scratch.clear();
-        if !sketch.has_terms || !self.cfg.policy.uses_bands() {
-            return (0, false);
-        }
-        let mut sample = std::mem::take(&mut self.scratch);
-        sample.clear();
-        'bands: for j in 0..BANDS {
-            let bucket = self.table.get(band_key(&sketch.mins, j));
-            for &s in bucket.iter().rev().take(4 * self.cfg.boilerplate_sample) {
-                let p = self.page(s);
-                if p.site == site && !sample.contains(&s) {
-                    sample.push(s);
-                    if sample.len() >= self.cfg.boilerplate_sample {
-                        break 'bands;
-                    }
-                }
-            }
-        }
-        let mut mask = 0u128;
-        // Twice the threshold, so that a position needs half of the smallest sample, not all.
-        let mature = sample.len() >= 2 * self.cfg.boilerplate_min;
-        if mature {
-            let mut counts = [0u16; MINVALUES];
-            for &s in &sample {
-                let agree = agreement(&self.page(s).sketch.mins, &sketch.mins);
-                for (i, c) in counts.iter_mut().enumerate() {
-                    *c += ((agree >> i) & 1) as u16;
-                }
-            }
-            for (i, &n) in counts.iter().enumerate() {
-                if usize::from(n) >= self.cfg.boilerplate_min {
-                    mask |= 1 << i;
-                }
-            }
-        }
-        self.scratch = sample;
-        (mask, mature)
     }
 
     /// The first pages of a site are filed before the site has enough pages to tell its
@@ -1011,28 +1072,6 @@ impl NearIndex {
         }
     }
 
-    /// Candidate pages for `slot`, sorted, without `slot` itself.
-    fn candidates(&mut self, slot: u32) -> Vec<u32> {
-        let (keys, n) = keys(self.cfg.policy, &self.page(slot).sketch);
-        let mut out = Vec::new();
-        for (i, &k) in keys[..n].iter().enumerate() {
-            let bucket = self.table.get(k);
-            let limit = if i == 0 {
-                self.cfg.max_pairs_per_join
-            } else {
-                self.cfg.max_bucket
-            };
-            // The page itself is in the bucket already.
-            if bucket.len() > limit {
-                self.stats.hot_buckets_skipped += 1;
-                continue;
-            }
-            out.extend(bucket.iter().copied().filter(|&s| s != slot));
-        }
-        out.sort_unstable();
-        out.dedup();
-        out
-    }
 }
 
 /// Every table key of a page under `policy`: the checksum, then the bands or the pieces.
