@@ -208,6 +208,9 @@ pub async fn run(
             ("session.timeout.ms", "10000"),
             ("heartbeat.interval.ms", "1000"),
             ("statistics.interval.ms", "5000"),
+            // A broker may hold a fetch this long waiting for data: a bound on the latency
+            // added when records trickle in (tansu holds it the whole time; 500 ms by default).
+            ("fetch.wait.max.ms", "50"),
         ])
         .create_with_context(RunContext {
             health: health.clone(),
