@@ -525,7 +525,7 @@ async fn the_cluster_map_is_served_over_http() {
             "neardup_committed_offset{{partition=\"0\"}} {}",
             sample.records.len()
         ),
-        "neardup_record_process_seconds_bucket{stage=\"all\",le=\"+Inf\"}".to_owned(),
+        "neardup_record_process_seconds_bucket{stage=\"apply\",le=\"+Inf\"}".to_owned(),
     ];
     for (kind, n) in &stats.outputs {
         wanted.push(format!(

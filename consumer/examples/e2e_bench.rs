@@ -114,7 +114,8 @@ fn bare_read(brokers: &str, topic: &str, n: usize) -> (f64, u64) {
         .create()
         .expect("consumer");
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning).expect("tpl");
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .expect("tpl");
     c.assign(&tpl).expect("assign");
     let start = Instant::now();
     let (mut got, mut bytes) = (0usize, 0u64);
@@ -133,7 +134,13 @@ fn bare_read(brokers: &str, topic: &str, n: usize) -> (f64, u64) {
 
 /// Runs `neardup run` on `topic` until it exits (or is stopped); returns (seconds, peak RSS KiB,
 /// stderr).
-fn neardup(brokers: &str, topic: &str, prefix: &str, extra: &[&str], stop_after: Option<Duration>) -> (f64, u64, String) {
+fn neardup(
+    brokers: &str,
+    topic: &str,
+    prefix: &str,
+    extra: &[&str],
+    stop_after: Option<Duration>,
+) -> (f64, u64, String) {
     let exe = std::env::current_exe().expect("exe");
     let bin = exe
         .parent()
@@ -143,13 +150,23 @@ fn neardup(brokers: &str, topic: &str, prefix: &str, extra: &[&str], stop_after:
     let start = Instant::now();
     let mut child = Command::new(&bin)
         .args(["run", "--brokers", brokers, "--input-topic", topic])
-        .args(["--group", &format!("{prefix}group"), "--output-prefix", prefix])
+        .args([
+            "--group",
+            &format!("{prefix}group"),
+            "--output-prefix",
+            prefix,
+        ])
         .args(extra)
         .env("NEARDUP_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {} ({e}): cargo build --release -p neardup", bin.display()));
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start {} ({e}): cargo build --release -p neardup",
+                bin.display()
+            )
+        });
     let pid = child.id();
     let mut peak = 0u64;
     loop {
@@ -162,7 +179,9 @@ fn neardup(brokers: &str, topic: &str, prefix: &str, extra: &[&str], stop_after:
             break;
         }
         if stop_after.is_some_and(|d| start.elapsed() > d) {
-            let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -183,7 +202,8 @@ fn read_all(brokers: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
         .create()
         .expect("consumer");
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning).expect("tpl");
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .expect("tpl");
     c.assign(&tpl).expect("assign");
     let mut out = vec![];
     while let Some(m) = c.poll(Duration::from_secs(3)) {
@@ -209,7 +229,8 @@ fn main() {
     let brokers = flag(&args, "--brokers").unwrap_or_else(|| "127.0.0.1:19092".into());
     let events = flag(&args, "--events").expect("--events FILE (make_crawl.py's events.jsonl)");
     let limit: usize = flag(&args, "--limit").map_or(usize::MAX, |v| v.parse().expect("--limit N"));
-    let latency_n: usize = flag(&args, "--latency-records").map_or(10_000, |v| v.parse().expect("N"));
+    let latency_n: usize =
+        flag(&args, "--latency-records").map_or(10_000, |v| v.parse().expect("N"));
     let file = std::fs::File::open(&events).expect("open --events");
     let lines: Vec<Vec<u8>> = std::io::BufReader::new(file)
         .split(b'\n')
@@ -219,7 +240,15 @@ fn main() {
         .collect();
     let id = now_ms();
     let topic = format!("bench-{id}.pages");
-    let kinds = ["signatures", "pairs", "clusters", "mirrors", "collections", "recrawl", "dead-letter"];
+    let kinds = [
+        "signatures",
+        "pairs",
+        "clusters",
+        "mirrors",
+        "collections",
+        "recrawl",
+        "dead-letter",
+    ];
     let prefix = |run: &str| format!("bench-{id}.{run}.");
     let mut names = vec![topic.clone(), format!("bench-{id}.live.pages")];
     for run in ["run", "live"] {
@@ -230,10 +259,17 @@ fn main() {
     let t0 = Instant::now();
     produce(&brokers, &topic, &lines, None);
     let mb = lines.iter().map(|l| l.len()).sum::<usize>() as f64 / 1e6;
-    println!("loaded {} records ({mb:.0} MB) in {:.1} s", lines.len(), t0.elapsed().as_secs_f64());
+    println!(
+        "loaded {} records ({mb:.0} MB) in {:.1} s",
+        lines.len(),
+        t0.elapsed().as_secs_f64()
+    );
 
     let (bare, _) = bare_read(&brokers, &topic, lines.len());
-    println!("bare rdkafka consumer: {bare:.0} records/s ({:.1} MB/s)", bare * mb / lines.len() as f64);
+    println!(
+        "bare rdkafka consumer: {bare:.0} records/s ({:.1} MB/s)",
+        bare * mb / lines.len() as f64
+    );
 
     let (secs, peak_kib, err) = neardup(&brokers, &topic, &prefix("run"), &["--exit-at-end"], None);
     let rate = lines.len() as f64 / secs;
@@ -261,10 +297,21 @@ fn main() {
     let brokers2 = brokers.clone();
     let live_prefix = prefix("live");
     let runner = std::thread::spawn(move || {
-        neardup(&brokers2, &live_topic, &live_prefix, &[], Some(Duration::from_secs_f64(n as f64 / half + 20.0)))
+        neardup(
+            &brokers2,
+            &live_topic,
+            &live_prefix,
+            &[],
+            Some(Duration::from_secs_f64(n as f64 / half + 20.0)),
+        )
     });
     std::thread::sleep(Duration::from_secs(12)); // group join and assignment
-    let produced = produce(&brokers, &format!("bench-{id}.live.pages"), &lines[..n], Some(half));
+    let produced = produce(
+        &brokers,
+        &format!("bench-{id}.live.pages"),
+        &lines[..n],
+        Some(half),
+    );
     let _ = runner.join();
     let mut sent: HashMap<(String, String), i64> = HashMap::new();
     for (l, t) in lines[..n].iter().zip(&produced) {

@@ -25,7 +25,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
 use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, Topology};
+use neardup_topology::{Emit, Prepared, Preparer, Topology};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
@@ -230,6 +230,7 @@ pub async fn run(
     info!(topic = %opts.input_topic, group = %opts.group, brokers = %opts.brokers, "consuming");
 
     let topics = opts.output_topics();
+    let cfg_for_pool = cfg.clone();
     let mut topo = Topology::new(cfg);
     let mut restored: HashSet<i32> = HashSet::new();
     let mut restored_records = 0u64;
@@ -240,7 +241,9 @@ pub async fn run(
     let mut tick = tokio::time::interval(opts.commit_interval);
     let mut out: Vec<Emit> = Vec::new();
     let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
-    let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "all");
+    let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "apply");
+    let mut pool = PreparePool::new(&cfg_for_pool);
+    let mut preparing = FuturesOrdered::new();
     let in_flight_gauge = gauge!("neardup_in_flight_records");
 
     loop {
@@ -265,37 +268,46 @@ pub async fn run(
                 telemetry::record_topology(&topo);
                 in_flight_gauge.set(in_flight.len() as f64);
                 counter!("neardup_restored_records_total").absolute(restored_records);
-                if opts.exit_at_end && in_flight.is_empty() && all_at_end(&consumer, &at_end)? {
+                if opts.exit_at_end && in_flight.is_empty() && preparing.is_empty()
+                    && all_at_end(&consumer, &at_end)? {
                     info!("every assigned partition read to its end");
                     break;
                 }
             }
-            msg = consumer.recv(), if in_flight.len() < opts.max_in_flight => match msg {
+            // Records are decoded and signed on the preparing threads, ahead, in parallel...
+            msg = consumer.recv(), if in_flight.len() + preparing.len() < opts.max_in_flight
+                && preparing.len() < pool.depth() => match msg {
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
                 Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
                 Ok(m) => {
                     let (p, o) = (m.partition(), m.offset());
                     health.broker_up.store(true, Ordering::Relaxed);
                     at_end.remove(&p);
-                    if restored.insert(p) {
-                        health.restoring.fetch_add(1, Ordering::Relaxed);
-                        let n = restore_partition(opts, &consumer, &mut topo, p, o);
-                        health.restoring.fetch_sub(1, Ordering::Relaxed);
-                        restored_records += n?;
-                    }
-                    let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
-                    let t0 = Instant::now();
-                    let dead_before = topo.stats().dead_letter_total();
-                    topo.process(m.payload().unwrap_or(&[]), &src, &mut out);
-                    process_seconds.record(t0.elapsed().as_secs_f64());
-                    guard.record(topo.stats().dead_letter_total() > dead_before)
-                        .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
-                    let mut deliveries = Vec::with_capacity(out.len());
-                    for e in out.drain(..) {
-                        deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
-                    }
-                    in_flight.push_back(acknowledged(deliveries, p, o).boxed());
+                    let ready = pool.submit(m.payload().unwrap_or(&[]).to_vec())?;
+                    preparing.push_back(async move { (p, o, ready.await) }.boxed());
                 }
+            },
+            // ... and applied to the topology in the order they were read.
+            Some((p, o, ready)) = preparing.next(), if !preparing.is_empty() => {
+                let (payload, prepared) = ready.map_err(|_| anyhow!("a preparing thread stopped"))?;
+                if restored.insert(p) {
+                    health.restoring.fetch_add(1, Ordering::Relaxed);
+                    let n = restore_partition(opts, &consumer, &mut topo, p, o);
+                    health.restoring.fetch_sub(1, Ordering::Relaxed);
+                    restored_records += n?;
+                }
+                let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
+                let t0 = Instant::now();
+                let dead_before = topo.stats().dead_letter_total();
+                topo.apply(prepared, &payload, &src, &mut out);
+                process_seconds.record(t0.elapsed().as_secs_f64());
+                guard.record(topo.stats().dead_letter_total() > dead_before)
+                    .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
+                let mut deliveries = Vec::with_capacity(out.len());
+                for e in out.drain(..) {
+                    deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
+                }
+                in_flight.push_back(acknowledged(deliveries, p, o).boxed());
             }
         }
     }
@@ -332,6 +344,65 @@ pub async fn run(
         elapsed: started.elapsed(),
         restored_records,
     })
+}
+
+/// Threads that decode and sign records (one [`Preparer`] each) ahead of the run loop, which
+/// applies the results to the topology in input order: the outputs are those of processing
+/// every record in turn, with the costly, stateless part spread over the cores.
+struct PreparePool {
+    jobs:
+        Vec<std::sync::mpsc::Sender<(Vec<u8>, tokio::sync::oneshot::Sender<(Vec<u8>, Prepared)>)>>,
+    next: usize,
+}
+
+impl PreparePool {
+    /// One thread per core.
+    fn new(cfg: &neardup_topology::Config) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let jobs = (0..cores)
+            .map(|i| {
+                let (tx, rx) = std::sync::mpsc::channel::<(
+                    Vec<u8>,
+                    tokio::sync::oneshot::Sender<(Vec<u8>, Prepared)>,
+                )>();
+                let mut preparer = Preparer::new(cfg);
+                let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
+                std::thread::Builder::new()
+                    .name(format!("neardup-prepare-{i}"))
+                    .spawn(move || {
+                        // Ends when the pool (the sender) is dropped.
+                        while let Ok((raw, reply)) = rx.recv() {
+                            let t0 = Instant::now();
+                            let prepared = preparer.prepare(&raw);
+                            seconds.record(t0.elapsed().as_secs_f64());
+                            // The run loop may have stopped waiting: nothing to do then.
+                            let _ = reply.send((raw, prepared));
+                        }
+                    })
+                    .expect("a preparing thread");
+                tx
+            })
+            .collect();
+        PreparePool { jobs, next: 0 }
+    }
+
+    /// Records that may be preparing at once: enough to keep every thread busy.
+    fn depth(&self) -> usize {
+        64 * self.jobs.len()
+    }
+
+    /// Hands a record to the next thread; the answer carries the record back with its result.
+    fn submit(
+        &mut self,
+        raw: Vec<u8>,
+    ) -> Result<tokio::sync::oneshot::Receiver<(Vec<u8>, Prepared)>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.next = (self.next + 1) % self.jobs.len();
+        self.jobs[self.next]
+            .send((raw, reply))
+            .map_err(|_| anyhow!("a preparing thread stopped"))?;
+        Ok(answer)
+    }
 }
 
 /// Stops a run whose recent input goes mostly to the dead-letter topic: that is a broken

@@ -14,7 +14,7 @@
 
 use anyhow::{Context, Result};
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, Topology};
+use neardup_topology::{Emit, Prepared, Preparer, Topology};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -191,9 +191,18 @@ pub struct ReplayReport {
     pub topology: Topology,
 }
 
+/// Records prepared (decoded and signed) together, in parallel, before they are applied in order.
+const BATCH: usize = 256;
+
 /// One replay in progress: the topology and the output files.
+///
+/// Decoding and signing, most of the work, run on every core: records are collected in
+/// batches, each batch is prepared by one [`Preparer`] per core, and the results are applied
+/// to the one topology in input order, so the outputs are those of a sequential replay.
 pub struct Replayer {
     topo: Topology,
+    preparers: Vec<Preparer>,
+    batch: Vec<(Vec<u8>, Source)>,
     sink: FileSink,
     out: Vec<Emit>,
     write_err: Option<anyhow::Error>,
@@ -206,12 +215,16 @@ pub struct Replayer {
 impl Replayer {
     /// A fresh topology writing into `out_dir` (created).
     pub fn new(out_dir: &Path, cfg: neardup_topology::Config) -> Result<Self> {
+        // A replay remembers every round's URLs for the evolution figures (seed 000 §3).
+        let cfg = neardup_topology::Config {
+            track_evolution: true,
+            ..cfg
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Replayer {
-            // A replay remembers every round's URLs for the evolution figures (seed 000 §3).
-            topo: Topology::new(neardup_topology::Config {
-                track_evolution: true,
-                ..cfg
-            }),
+            preparers: (0..cores).map(|_| Preparer::new(&cfg)).collect(),
+            topo: Topology::new(cfg),
+            batch: Vec::with_capacity(BATCH),
             sink: FileSink::create(out_dir)?,
             out: Vec::new(),
             write_err: None,
@@ -221,15 +234,51 @@ impl Replayer {
         })
     }
 
-    /// Processes one input record.
+    /// Takes one input record (processed with its batch).
     pub fn record(&mut self, bytes: &[u8], src: &Source) {
-        self.topo.process(bytes, src, &mut self.out);
-        for e in self.out.drain(..) {
-            if let Err(err) = self.sink.write(&e) {
-                self.write_err.get_or_insert(err);
+        self.batch.push((bytes.to_vec(), src.clone()));
+        self.records += 1;
+        if self.batch.len() >= BATCH {
+            self.flush();
+        }
+    }
+
+    /// Prepares the batch in parallel and applies it in order.
+    fn flush(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        if batch.is_empty() {
+            return;
+        }
+        let chunk = batch.len().div_ceil(self.preparers.len());
+        let prepared: Vec<Prepared> = std::thread::scope(|scope| {
+            let workers: Vec<_> = self
+                .preparers
+                .iter_mut()
+                .zip(batch.chunks(chunk))
+                .map(|(p, records)| {
+                    scope.spawn(move || {
+                        records
+                            .iter()
+                            .map(|(raw, _)| p.prepare(raw))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("preparing never panics"))
+                .collect()
+        });
+        for ((raw, src), p) in batch.iter().zip(prepared) {
+            self.topo.apply(p, raw, src, &mut self.out);
+            for e in self.out.drain(..) {
+                if let Err(err) = self.sink.write(&e) {
+                    self.write_err.get_or_insert(err);
+                }
             }
         }
-        self.records += 1;
+        self.batch = batch;
+        self.batch.clear();
     }
 
     /// The first write error so far, if any.
@@ -243,6 +292,7 @@ impl Replayer {
     /// Ends the input: closes the last epoch and round, writes the state files and the report,
     /// and renders the summary (with `notes` appended).
     pub fn end(mut self, inputs: &[String], notes: &str) -> Result<ReplayReport> {
+        self.flush();
         self.check()?;
         let (topo, out_dir) = (&mut self.topo, &self.out_dir);
         // The end of the input closes the last collections epoch and crawl round.

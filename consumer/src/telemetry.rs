@@ -17,7 +17,7 @@
 //! | `neardup_window_pages`, `neardup_live_pairs` | gauge | |
 //! | `neardup_window_evictions_total` | counter | `cause` (`time`, `budget`) |
 //! | `neardup_clusters`, `neardup_clustered_pages` | gauge | `level` |
-//! | `neardup_record_process_seconds` | histogram | `stage` |
+//! | `neardup_record_process_seconds` | histogram | `stage` (`prepare`: decoding and signing, on the preparing threads; `apply`: the windowed state, in order) |
 //! | `neardup_in_flight_records` | gauge | |
 //! | `neardup_committed_offset` | gauge | `partition` |
 //! | `neardup_restored_records_total` | counter | |

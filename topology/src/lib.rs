@@ -162,7 +162,7 @@ pub struct Topology {
     /// The crawl round and the event time of the last collections epoch.
     epoch: (Option<String>, i64),
     history: history::History,
-    signer: Signer,
+    preparer: Preparer,
     watermark_ms: i64,
     emitter: Emitter,
     stats: Stats,
@@ -196,7 +196,7 @@ impl Topology {
             collections: collections::Collections::new(collections::CollectionConfig::default()),
             epoch: (None, i64::MIN),
             history: history::History::new(cfg.window_ms),
-            signer: Signer::new(cfg.signer.clone()),
+            preparer: Preparer::new(&cfg),
             cfg,
             watermark_ms: i64::MIN,
             emitter: Emitter::new(),
@@ -237,9 +237,17 @@ impl Topology {
     /// Handles one input record, appending its outputs to `out`. Never panics on bad input:
     /// a record that cannot be decoded becomes one dead-letter output.
     pub fn process(&mut self, raw: &[u8], source: &Source, out: &mut Vec<Emit>) {
+        let prepared = self.preparer.prepare(raw);
+        self.apply(prepared, raw, source, out);
+    }
+
+    /// Handles one input record that a [`Preparer`] of this configuration already decoded and
+    /// signed (on any thread): `process(raw)` is `apply(prepare(raw), raw)`. Records must be
+    /// applied in input order; preparing them may run ahead, in parallel.
+    pub fn apply(&mut self, prepared: Prepared, raw: &[u8], source: &Source, out: &mut Vec<Emit>) {
         self.stats.records += 1;
-        match decode(raw, &self.cfg.decode) {
-            Ok(page) => self.process_page(&page),
+        match prepared.0 {
+            Ok(p) => self.process_page(&p.page, p.signed),
             Err(e) => {
                 *self.stats.dead_letters.entry(e.reason).or_default() += 1;
                 let dl = e.into_dead_letter(raw, source, &self.cfg.decode);
@@ -255,7 +263,7 @@ impl Topology {
         }
     }
 
-    fn process_page(&mut self, page: &PageEvent) {
+    fn process_page(&mut self, page: &PageEvent, signed: Option<Signed>) {
         let at = format_time(page.fetched_at_ms);
         self.emitter.set_at(&at);
         if let Some(ev) = &mut self.evolution {
@@ -278,10 +286,27 @@ impl Topology {
         if let Some(ip) = &page.ip {
             self.mirrors.host_address(&page.url, ip);
         }
-        let signed = match (&page.body, page.has_content()) {
-            (Some(body), true) => Some(self.sign(page, body)),
-            _ => None,
-        };
+        // The change since the previous fetch needs the window's history: it is the part of
+        // signing that is not prepared ahead.
+        let signed = signed.map(|sg| {
+            let change = self
+                .history
+                .record(
+                    &page.url,
+                    page.fetched_at_ms,
+                    sg.checksum,
+                    sg.text_hash,
+                    &sg.b,
+                )
+                .map(|c| ChangeSinceLast {
+                    previous_fetched_at: format_time(c.previous_ms),
+                    agreeing_minvalues: c.agreeing_minvalues,
+                    same_checksum: c.same_checksum,
+                    same_text: c.same_text,
+                    bucket: c.bucket,
+                });
+            (sg.checksum, sg.content, change, sg.sketch)
+        });
         match &signed {
             Some(_) => self.stats.pages += 1,
             None => self.stats.no_content += 1,
@@ -473,18 +498,58 @@ impl Topology {
             PairLevel::Exact => None,
         }
     }
+}
 
-    /// Every signature of a page with content, and its change since the URL's previous fetch.
-    fn sign(
-        &mut self,
-        page: &PageEvent,
-        body: &Body,
-    ) -> (
-        u128,
-        ContentSignatures,
-        Option<ChangeSinceLast>,
-        near::Sketch,
-    ) {
+/// A record decoded and signed, ready for [`Topology::apply`].
+pub struct Prepared(Result<Box<PreparedPage>, DecodeError>);
+
+/// A decoded page with its signatures.
+struct PreparedPage {
+    page: PageEvent,
+    signed: Option<Signed>,
+}
+
+/// What signing a page gives, before the window's history adds its change since the last fetch.
+struct Signed {
+    checksum: u128,
+    text_hash: u128,
+    b: sketch::minhash::BSketch,
+    content: ContentSignatures,
+    sketch: near::Sketch,
+}
+
+/// The stateless half of processing: decoding a record and signing its page depend only on
+/// the record and the configuration, so any number of preparers (one per thread; each keeps
+/// its own buffers) can work ahead of the one [`Topology`] that applies the results in order.
+pub struct Preparer {
+    decode: DecodeLimits,
+    emit_minvalues: bool,
+    signer: Signer,
+}
+
+impl Preparer {
+    /// A preparer for topologies of configuration `cfg`.
+    pub fn new(cfg: &Config) -> Self {
+        Preparer {
+            decode: cfg.decode.clone(),
+            emit_minvalues: cfg.emit_minvalues,
+            signer: Signer::new(cfg.signer.clone()),
+        }
+    }
+
+    /// Decodes and signs one record.
+    pub fn prepare(&mut self, raw: &[u8]) -> Prepared {
+        Prepared(decode(raw, &self.decode).map(|page| {
+            let signed = match (&page.body, page.has_content()) {
+                (Some(body), true) => Some(self.sign(&page, body)),
+                _ => None,
+            };
+            Box::new(PreparedPage { page, signed })
+        }))
+    }
+
+    /// Every signature of a page with content (all but its change since the previous fetch).
+    fn sign(&mut self, page: &PageEvent, body: &Body) -> Signed {
         let raw = body.raw();
         let checksum = xxhash_rust::xxh3::xxh3_128(raw);
         let page_url = url::Url::parse(&page.url).ok();
@@ -498,22 +563,6 @@ impl Topology {
                 (self.signer.sign(&html, page_url.as_ref()), cs)
             }
         };
-        let change = self
-            .history
-            .record(
-                &page.url,
-                page.fetched_at_ms,
-                checksum,
-                sig.text_hash,
-                &sig.b,
-            )
-            .map(|c| ChangeSinceLast {
-                previous_fetched_at: format_time(c.previous_ms),
-                agreeing_minvalues: c.agreeing_minvalues,
-                same_checksum: c.same_checksum,
-                same_text: c.same_text,
-                bucket: c.bucket,
-            });
         let hex64 = |v: &u64| format!("{v:016x}");
         let content = ContentSignatures {
             checksum: format!("{checksum:032x}"),
@@ -526,7 +575,6 @@ impl Topology {
             shingles: sig.b.shingles,
             supershingles: sig.b.supershingles.iter().map(hex64).collect(),
             minvalues: self
-                .cfg
                 .emit_minvalues
                 .then(|| sig.b.minvalues.iter().map(hex64).collect()),
             simhash: sig.c.0.iter().map(hex64).collect(),
@@ -541,7 +589,13 @@ impl Topology {
             out_links: sig.extraction.links().map(str::to_owned).collect(),
         };
         let sketch = near::Sketch::new(checksum, sig.text_hash, &sig.b, &sig.c);
-        (checksum, content, change, sketch)
+        Signed {
+            checksum,
+            text_hash: sig.text_hash,
+            b: sig.b.clone(),
+            content,
+            sketch,
+        }
     }
 }
 

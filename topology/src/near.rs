@@ -1071,7 +1071,6 @@ impl NearIndex {
             }
         }
     }
-
 }
 
 /// Every table key of a page under `policy`: the checksum, then the bands or the pieces.
