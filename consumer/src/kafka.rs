@@ -346,12 +346,14 @@ pub async fn run(
     })
 }
 
+/// A record to prepare, and where its result goes (with the record, for applying it).
+type PrepareJob = (Vec<u8>, tokio::sync::oneshot::Sender<(Vec<u8>, Prepared)>);
+
 /// Threads that decode and sign records (one [`Preparer`] each) ahead of the run loop, which
 /// applies the results to the topology in input order: the outputs are those of processing
 /// every record in turn, with the costly, stateless part spread over the cores.
 struct PreparePool {
-    jobs:
-        Vec<std::sync::mpsc::Sender<(Vec<u8>, tokio::sync::oneshot::Sender<(Vec<u8>, Prepared)>)>>,
+    jobs: Vec<std::sync::mpsc::Sender<PrepareJob>>,
     next: usize,
 }
 
@@ -361,10 +363,7 @@ impl PreparePool {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let jobs = (0..cores)
             .map(|i| {
-                let (tx, rx) = std::sync::mpsc::channel::<(
-                    Vec<u8>,
-                    tokio::sync::oneshot::Sender<(Vec<u8>, Prepared)>,
-                )>();
+                let (tx, rx) = std::sync::mpsc::channel::<PrepareJob>();
                 let mut preparer = Preparer::new(cfg);
                 let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
                 std::thread::Builder::new()

@@ -592,7 +592,7 @@ impl Preparer {
         Signed {
             checksum,
             text_hash: sig.text_hash,
-            b: sig.b.clone(),
+            b: sig.b,
             content,
             sketch,
         }

@@ -82,6 +82,9 @@ impl HostTruth {
     }
 }
 
+/// The latest state and prefixes per sorted host pair.
+type MirrorState = HashMap<(String, String), (String, Vec<[String; 2]>)>;
+
 /// Mirror scores of one round.
 #[derive(Debug, Clone, Serialize)]
 pub struct MirrorRound {
@@ -251,13 +254,12 @@ pub(super) fn evaluate_mirrors(
     reader: impl BufRead,
     min_shared: u64,
 ) -> Result<MirrorsReport> {
-    let mut state: HashMap<(String, String), (String, Vec<[String; 2]>)> = HashMap::new();
+    let mut state: MirrorState = HashMap::new();
     let mut events = 0u64;
     let mut rounds = Rounds::new(truth);
-    let score =
-        |state: &HashMap<(String, String), (String, Vec<[String; 2]>)>, i: usize, carried: bool| {
-            score_mirrors(truth, hosts, state, i, carried, min_shared)
-        };
+    let score = |state: &MirrorState, i: usize, carried: bool| {
+        score_mirrors(truth, hosts, state, i, carried, min_shared)
+    };
     each_line(reader, |line| {
         let ev: MirrorLine = serde_json::from_slice(line)?;
         check(&ev.schema, "neardup.mirrors/v1")?;
@@ -277,7 +279,7 @@ pub(super) fn evaluate_mirrors(
 fn score_mirrors(
     truth: &Truth,
     hosts: &HostTruth,
-    state: &HashMap<(String, String), (String, Vec<[String; 2]>)>,
+    state: &MirrorState,
     i: usize,
     carried_over: bool,
     min_shared: u64,
