@@ -14,7 +14,12 @@
 //!    is a replicated collection. Its cardinality is the largest trivial cluster (the number of
 //!    copies), its size the number of trivial clusters (pages per copy); each host's copy is
 //!    listed with its page count and root paths (the longest common directory of its pages
-//!    under each distinct top directory).
+//!    under each distinct top directory, or `/` when it has pages at the host's root).
+//! 5. **Roll-up of partial mirrors**: a partial mirror holds some pages on fewer hosts, so the
+//!    merge condition (equal cardinalities) leaves them in components of their own; components
+//!    whose root paths nest (one within the other) on at least two hosts are pieces of one tree
+//!    and form one collection (neardup's addition: seed 003 reports such pieces separately).
+//!    A copy's page count is every page of the window on that host under the copy's roots.
 //!
 //! # Why per epoch, and why that is sound
 //! The merge condition is a property of whole trivial clusters and of every link between them,
@@ -82,8 +87,14 @@ fn host_and_path(url: &str) -> (&str, &str) {
 fn root_paths(paths: &[&str]) -> Vec<String> {
     let mut by_top: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for p in paths {
-        let top = p.trim_start_matches('/').split('/').next().unwrap_or("");
+        // The top directory ("" for a page at the root).
+        let dir = &p[..p.rfind('/').map_or(0, |i| i + 1)];
+        let top = dir.trim_start_matches('/').split('/').next().unwrap_or("");
         by_top.entry(top).or_default().push(p);
+    }
+    // A copy with pages at the host's root lives at "/": every other root is inside it.
+    if by_top.contains_key("") {
+        return vec!["/".to_owned()];
     }
     by_top
         .into_values()
@@ -256,7 +267,64 @@ impl Collections {
             let root = find(&mut parent, i);
             components.entry(root).or_default().push(i);
         }
+        // 5. Roll-up: a partial mirror holds some pages of a collection on fewer hosts than the
+        //    rest, so the merge condition (equal cardinalities) leaves those pages in a component
+        //    of their own. Components whose copies sit at the same root paths on at least two
+        //    hosts are one collection: they are pieces of one tree mirrored host to host.
+        let pieces: Vec<Vec<usize>> = components.into_values().filter(|m| m.len() >= 2).collect();
+        let mut roots: Vec<BTreeMap<&str, Vec<String>>> = Vec::with_capacity(pieces.len());
+        for members in &pieces {
+            let mut by_host: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for &i in members {
+                for &p in &trivial[i] {
+                    let (h, path) = host_and_path(&self.names[p as usize]);
+                    by_host.entry(h).or_default().push(path);
+                }
+            }
+            roots.push(
+                by_host
+                    .into_iter()
+                    .map(|(h, paths)| (h, root_paths(&paths)))
+                    .collect(),
+            );
+        }
+        // Two pieces are one tree when, on at least two hosts, a root of one lies within a root
+        // of the other (a subtree's pieces sit below the tree's roots).
+        let nested = |a: &[String], b: &[String]| {
+            a.iter().any(|x| {
+                b.iter()
+                    .any(|y| x.starts_with(y.as_str()) || y.starts_with(x.as_str()))
+            })
+        };
+        let mut piece_parent: Vec<usize> = (0..pieces.len()).collect();
+        for a in 0..pieces.len() {
+            for b in a + 1..pieces.len() {
+                let agreeing = roots[a]
+                    .iter()
+                    .filter(|(h, ra)| roots[b].get(*h).is_some_and(|rb| nested(ra, rb)))
+                    .count();
+                if agreeing >= 2 {
+                    let (x, y) = (find(&mut piece_parent, a), find(&mut piece_parent, b));
+                    if x != y {
+                        piece_parent[x.max(y)] = x.min(y);
+                    }
+                }
+            }
+        }
+        let mut components: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (c, members) in pieces.iter().enumerate() {
+            let root = find(&mut piece_parent, c);
+            components.entry(root).or_default().extend(members);
+        }
+        for members in components.values_mut() {
+            members.sort_unstable();
+        }
         // Describe each collection.
+        let mut window_paths: HashMap<&str, Vec<&str>> = HashMap::new();
+        for &u in self.links.keys() {
+            let (h, path) = host_and_path(&self.names[u as usize]);
+            window_paths.entry(h).or_default().push(path);
+        }
         let mut now: BTreeMap<String, Published> = BTreeMap::new();
         for members in components.values().filter(|m| m.len() >= 2) {
             let cardinality = members.iter().map(|&i| trivial[i].len()).max().unwrap_or(0);
@@ -267,9 +335,19 @@ impl Collections {
                     by_host.entry(h).or_default().push(path);
                 }
             }
+            // A copy's pages: every windowed page of the host under its roots, duplicated
+            // elsewhere or not (the collection's pages on that host, not only its shared ones).
             let hosts: Vec<HostCopy> = by_host
                 .iter()
-                .map(|(h, paths)| (h.to_string(), root_paths(paths), paths.len() as u64))
+                .map(|(h, paths)| {
+                    let roots = root_paths(paths);
+                    let pages = window_paths.get(h).map_or(0, |all| {
+                        all.iter()
+                            .filter(|p| roots.iter().any(|r| p.starts_with(r.as_str())))
+                            .count()
+                    });
+                    (h.to_string(), roots, pages.max(paths.len()) as u64)
+                })
                 .collect();
             let first = &self.names[trivial[members[0]][0] as usize];
             let id = format!("col-{:016x}", xxhash_rust::xxh3::xxh3_64(first.as_bytes()));
