@@ -432,6 +432,69 @@ mod tests {
 
     /// Three copies of a three-page tree (index -> a, index -> b) on three hosts, and a partial
     /// mirror that lacks b and links to the primary's b instead.
+    /// A tree mirrored on two hosts, whose subdirectory `sub/` is also on a third host: the
+    /// subdirectory's pages have three copies, the rest two, so the merge condition leaves two
+    /// components; their roots nest on both shared hosts, so they are one collection, and each
+    /// copy counts every windowed page under its roots (an unshared page too).
+    #[test]
+    fn pieces_of_one_tree_roll_up_into_one_collection() {
+        let mut cl = Clusters::new(PairLevel::VerySimilar);
+        let mut col = Collections::new(CollectionConfig::default());
+        let mut out = Emitter::new();
+        let trees = ["http://p.example/docs/", "http://m.example/mirror/"];
+        let mut pair = |a: String, b: String| cl.add_pair(&a, &b, 0, &mut out);
+        for page in ["index.html", "a.html"] {
+            pair(format!("{}{page}", trees[0]), format!("{}{page}", trees[1]));
+        }
+        for page in ["sub/x.html", "sub/y.html"] {
+            pair(format!("{}{page}", trees[0]), format!("{}{page}", trees[1]));
+            pair(
+                format!("{}{page}", trees[1]),
+                format!("http://s.example/{page}"),
+            );
+        }
+        let fetched = |col: &mut Collections, url: String, links: &[String]| {
+            col.fetched(&url, Some(links.iter().map(String::as_str)));
+        };
+        for t in trees {
+            fetched(&mut col, format!("{t}index.html"), &[format!("{t}a.html")]);
+            fetched(&mut col, format!("{t}a.html"), &[format!("{t}index.html")]);
+            fetched(
+                &mut col,
+                format!("{t}sub/x.html"),
+                &[format!("{t}sub/y.html")],
+            );
+            fetched(
+                &mut col,
+                format!("{t}sub/y.html"),
+                &[format!("{t}sub/x.html")],
+            );
+        }
+        let s = "http://s.example/sub/";
+        fetched(&mut col, format!("{s}x.html"), &[format!("{s}y.html")]);
+        fetched(&mut col, format!("{s}y.html"), &[format!("{s}x.html")]);
+        // A page only the primary has.
+        fetched(&mut col, "http://p.example/docs/only-here.html".into(), &[]);
+        out.drain().for_each(drop);
+        col.epoch(&cl, &mut out);
+        let now = col.current();
+        assert_eq!(now.len(), 1, "{now:?}");
+        let hosts: Vec<(&str, &[String], u64)> = now[0]
+            .3
+            .iter()
+            .map(|(h, r, n)| (h.as_str(), r.as_slice(), *n))
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                ("m.example", &["/mirror/".to_owned()][..], 4),
+                ("p.example", &["/docs/".to_owned()][..], 5),
+                ("s.example", &["/sub/".to_owned()][..], 2),
+            ]
+        );
+        assert_eq!((now[0].1, now[0].2), (3, 4));
+    }
+
     #[test]
     fn mirrored_trees_form_one_collection_and_partial_mirrors_join_it() {
         let mut cl = Clusters::new(PairLevel::VerySimilar);
