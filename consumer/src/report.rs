@@ -8,7 +8,8 @@
 //! - containment Φ and similarity Ψ against round 1, by round-1 cluster size (figs. 4–5);
 //! - how pages changed since their previous fetch, per round (fig. 10);
 //! - mirrored hosts and replicated collections (seed 000 §4, seed 003 table 2);
-//! - duplicates in the connected and disconnected parts of the link graph (seed 004 table 4).
+//! - duplicates in the connected and disconnected parts of the link graph (seed 004 table 4),
+//!   and duplicates and near-duplicates by shingle paragraphs (seed 004 tables 2–3).
 //!
 //! Like every replay output it depends only on the input: no wall-clock time is written, so
 //! the same input gives byte-identical reports. A small inline script only marks, for the
@@ -299,6 +300,25 @@ pub fn html(doc: &Value, rounds: &[RoundFigures]) -> String {
     }
     h.push_str("</table>\n");
     h.push_str(&grouped_chart(&names, &dup_series, "duplicate share"));
+
+    section(&mut h, "Duplicates by shingle paragraphs", "Seed 004 tables 2–3 over the pages of at least 450 characters: clusters of pages with exactly the same shingle paragraphs (three sentences, no overlap), the copies beyond one per cluster, and the pages that are no duplicates but share at least 90, 70 or 50 % of their paragraphs with another page.");
+    h.push_str("<table><tr><th>round</th><th>pages</th><th>clusters</th><th>duplicates</th><th>near 90 %</th><th>near 70 %</th><th>near 50 %</th></tr>\n");
+    for r in rounds {
+        let p = &r.paragraph_duplicates;
+        let share = |n: u64| format!("{n} ({:.1} %)", pct(n, p.documents));
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&r.crawl_id),
+            p.documents,
+            p.clusters,
+            share(p.duplicates),
+            share(p.near_90),
+            share(p.near_70),
+            share(p.near_50)
+        );
+    }
+    h.push_str("</table>\n");
 
     h.push_str(DRAWN_SCRIPT);
     h.push_str("</body></html>\n");

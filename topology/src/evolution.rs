@@ -73,7 +73,34 @@ pub struct RoundFigures {
     pub largest_clusters: Vec<ClusterView>,
     /// Duplicates in the connected and disconnected parts of the round's link graph.
     pub link_graph: LinkGraphFigures,
+    /// Seed 004 tables 2-3: duplicates and near-duplicates by shingle paragraphs.
+    pub paragraph_duplicates: ParagraphFigures,
 }
+
+/// Seed 004's duplicates by shingle paragraphs (three sentences, no overlap) over the round's
+/// pages of at least 450 characters: a cluster is a set of pages with the same paragraphs (as a
+/// multiset); a page is a near-duplicate at X % when it shares at least X % of the paragraphs of
+/// both itself and another page (shared / the larger count) and is no duplicate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ParagraphFigures {
+    /// Pages considered (with content, not short).
+    pub documents: u64,
+    /// Clusters of two or more pages with the same paragraphs.
+    pub clusters: u64,
+    /// Pages in them.
+    pub clustered: u64,
+    /// `clustered - clusters`: the copies beyond one per cluster.
+    pub duplicates: u64,
+    /// Near-duplicates (not duplicates) at 90 %, 70 % and 50 % shared paragraphs.
+    pub near_90: u64,
+    /// At 70 %.
+    pub near_70: u64,
+    /// At 50 %.
+    pub near_50: u64,
+}
+
+/// A paragraph on more pages than this is template text: it does not make candidates.
+const PARAGRAPH_POSTING_CAP: usize = 200;
 
 /// How many of the largest clusters a round lists.
 pub const LARGEST: usize = 20;
@@ -131,6 +158,7 @@ pub struct Evolution {
     current: Option<String>,
     pages: HashSet<Arc<str>>,
     links: HashMap<Arc<str>, Box<[Box<str>]>>,
+    paragraphs: HashMap<Arc<str>, Box<[u64]>>,
     changes: BTreeMap<ChangeBucket, u64>,
     rounds: Vec<Snapshot>,
     figures: Vec<RoundFigures>,
@@ -159,6 +187,7 @@ impl Evolution {
         } else {
             self.pages.remove(url);
             self.links.remove(url);
+            self.paragraphs.remove(url);
         }
     }
 
@@ -166,6 +195,18 @@ impl Evolution {
     pub fn links<'a>(&mut self, url: &str, out: impl Iterator<Item = &'a str>) {
         self.links
             .insert(Arc::from(url), out.map(Box::from).collect());
+    }
+
+    /// The shingle-paragraph fingerprints of `url`'s fetch in the current round; `short`
+    /// pages (under 450 characters) are left out, as in seed 004.
+    pub fn paragraphs(&mut self, url: &str, fps: impl Iterator<Item = u64>, short: bool) {
+        if short {
+            self.paragraphs.remove(url);
+        } else {
+            let mut v: Vec<u64> = fps.collect();
+            v.sort_unstable();
+            self.paragraphs.insert(Arc::from(url), v.into());
+        }
     }
 
     /// A page of the current round changed by `bucket` since its previous fetch.
@@ -228,6 +269,7 @@ impl Evolution {
             change_buckets: std::mem::take(&mut self.changes),
             largest_clusters: largest(&snap, &by_cluster, clusters),
             link_graph: link_graph(&snap, &self.links),
+            paragraph_duplicates: paragraph_duplicates(&self.paragraphs),
         });
         // Only round 1 is compared against; later rounds need only their figures.
         if self.rounds.is_empty() {
@@ -235,6 +277,7 @@ impl Evolution {
         }
         self.pages.clear();
         self.links.clear();
+        self.paragraphs.clear();
     }
 
     /// The figures of every closed round.
@@ -277,6 +320,67 @@ fn largest(
     });
     views.truncate(LARGEST);
     views
+}
+
+/// Seed 004 tables 2-3 over the round's pages.
+fn paragraph_duplicates(pages: &HashMap<Arc<str>, Box<[u64]>>) -> ParagraphFigures {
+    let mut docs: Vec<(&Arc<str>, &[u64])> = pages
+        .iter()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(u, p)| (u, &**p))
+        .collect();
+    docs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut f = ParagraphFigures {
+        documents: docs.len() as u64,
+        ..ParagraphFigures::default()
+    };
+    let mut same: HashMap<&[u64], u64> = HashMap::new();
+    for (_, p) in &docs {
+        *same.entry(p).or_default() += 1;
+    }
+    for &n in same.values().filter(|&&n| n >= 2) {
+        f.clusters += 1;
+        f.clustered += n;
+    }
+    f.duplicates = f.clustered - f.clusters;
+    // Candidates share a paragraph that is not template text.
+    let mut postings: HashMap<u64, Vec<u32>> = HashMap::new();
+    for (i, (_, p)) in docs.iter().enumerate() {
+        let mut last = None;
+        for &fp in p.iter() {
+            if last != Some(fp) {
+                postings.entry(fp).or_default().push(i as u32);
+                last = Some(fp);
+            }
+        }
+    }
+    for (i, (_, p)) in docs.iter().enumerate() {
+        if same[p] >= 2 {
+            continue;
+        }
+        let mut shared: HashMap<u32, u32> = HashMap::new();
+        let mut last = None;
+        for &fp in p.iter() {
+            if last == Some(fp) {
+                continue;
+            }
+            last = Some(fp);
+            let list = &postings[&fp];
+            if list.len() <= PARAGRAPH_POSTING_CAP {
+                for &j in list.iter().filter(|&&j| j as usize != i) {
+                    *shared.entry(j).or_default() += 1;
+                }
+            }
+        }
+        let best = shared
+            .iter()
+            .map(|(&j, &n)| f64::from(n) / p.len().max(docs[j as usize].1.len()) as f64)
+            .fold(0.0, f64::max);
+        f.near_90 += u64::from(best >= 0.9);
+        f.near_70 += u64::from(best >= 0.7);
+        f.near_50 += u64::from(best >= 0.5);
+    }
+    f
 }
 
 /// The length of a URL's path and query, for choosing a host's entry page.
@@ -516,6 +620,41 @@ mod tests {
         assert_eq!(
             (g.link_graph.entry_pages, g.link_graph.connected_pages),
             (1, 1)
+        );
+    }
+
+    #[test]
+    fn paragraph_duplicates_follow_seed_004() {
+        let cl = Clusters::new(PairLevel::VerySimilar);
+        let mut ev = Evolution::new();
+        ev.begin(Some("w1"), &cl);
+        let ten: Vec<u64> = (6..16).collect();
+        let mut nine = ten.clone();
+        nine[0] = 99;
+        let pages: [(&str, Vec<u64>, bool); 6] = [
+            ("a", vec![1, 2, 3, 4], false),
+            ("b", vec![4, 3, 2, 1], false), // the same paragraphs: a duplicate of a
+            ("c", vec![1, 2, 3, 5], false), // 3 of 4 with a: near at 70 % and 50 %
+            ("d", ten, false),
+            ("e", nine, false),            // 9 of 10 with d: both near at 90 %
+            ("f", vec![1, 2, 3, 4], true), // short: left out
+        ];
+        for (x, fps, short) in pages {
+            ev.fetched(&u(x), true);
+            ev.paragraphs(&u(x), fps.into_iter(), short);
+        }
+        ev.close(&cl);
+        assert_eq!(
+            ev.figures()[0].paragraph_duplicates,
+            ParagraphFigures {
+                documents: 5,
+                clusters: 1,
+                clustered: 2,
+                duplicates: 1,
+                near_90: 2,
+                near_70: 3,
+                near_50: 3,
+            }
         );
     }
 }

@@ -336,6 +336,11 @@ impl Topology {
         if let Some(ev) = &mut self.evolution {
             if let Some(c) = &content {
                 ev.links(&page.url, c.out_links.iter().map(String::as_str));
+                let fps = c
+                    .paragraphs
+                    .iter()
+                    .filter_map(|h| u64::from_str_radix(h, 16).ok());
+                ev.paragraphs(&page.url, fps, c.short_page);
             }
             if let Some(c) = &change {
                 ev.changed(c.bucket);
