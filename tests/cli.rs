@@ -829,3 +829,37 @@ fn configuration_errors_name_the_setting() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("windw"));
 }
+
+#[test]
+fn split_stages_are_known_to_the_configuration_check_but_refused_by_run() {
+    // The Helm chart renders `--stage sign|index|cluster|mirror` for split deployments: the
+    // check accepts them (the chart's test runs it), and `run` refuses them with a clear error
+    // instead of quietly running the whole topology in every stage's pods.
+    let check = neardup_env(
+        &[
+            "run",
+            "--brokers",
+            "k:1",
+            "--stage",
+            "index",
+            "--check-config",
+        ],
+        &[],
+    );
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(String::from_utf8_lossy(&check.stderr).contains("split stages are not built yet"));
+    let run = neardup_env(&["run", "--brokers", "k:1", "--stage", "index"], &[]);
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("--stage index") && err.contains("--stage all"),
+        "{err}"
+    );
+    let bad = neardup_env(&["run", "--brokers", "k:1", "--stage", "shard"], &[]);
+    assert!(String::from_utf8_lossy(&bad.stderr)
+        .contains("possible values: all, sign, index, cluster, mirror"));
+}

@@ -157,6 +157,21 @@ impl TopologyArgs {
     }
 }
 
+/// The part of the topology one `neardup run` process runs (DESIGN.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stage {
+    /// Every stage in one process.
+    All,
+    /// Decode and sign pages (stateless).
+    Sign,
+    /// The sliding-window sketch index and pair verification.
+    Index,
+    /// The incremental near-duplicate clusters.
+    Cluster,
+    /// Mirror host pairs and replicated collections.
+    Mirror,
+}
+
 /// `neardup run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -168,6 +183,11 @@ pub struct RunArgs {
     /// TOML with secrets redacted, and exit without connecting.
     #[arg(long)]
     pub check_config: bool,
+    /// Which part of the topology this process runs: `all` (every stage in one process, the
+    /// default). `sign`, `index`, `cluster` and `mirror`, the split stages connected by internal
+    /// topics (DESIGN.md §3), are accepted by `--check-config` but not built yet: `run` refuses them.
+    #[arg(long, value_enum, default_value_t = Stage::All, env = "NEARDUP_STAGE")]
+    pub stage: Stage,
     /// Kafka bootstrap servers (required: here, in NEARDUP_BROKERS or in the file).
     #[arg(long, env = "NEARDUP_BROKERS")]
     pub brokers: Option<String>,

@@ -49,10 +49,22 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
         }
         Command::Run(mut args) => {
             config::resolve_run(&mut args, sub("run"))?;
+            let split = args.stage != neardup::cli::Stage::All;
+            let not_built = "split stages are not built yet (issue 7): this build runs the whole \
+                             topology in one process; use --stage all (the default)";
             if args.check_config {
+                if split {
+                    eprintln!("neardup: warning: the configuration is valid, but {not_built}");
+                }
                 kafka::check_clients(&(&args).into())?;
                 print!("{}", config::to_toml(&config::effective(&args)));
                 return Ok(());
+            }
+            if split {
+                anyhow::bail!(
+                    "--stage {}: {not_built}",
+                    format!("{:?}", args.stage).to_lowercase()
+                );
             }
             run(args)
         }
