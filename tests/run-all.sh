@@ -5,7 +5,9 @@
 #   - chromium when missing (Debian), to render the replay report in a real browser;
 #   - the benchmark's small crawl (../shared/bench/make_crawl.py; it apt-installs the Debian
 #     documentation packages it reads), cached under target/bench/;
-#   - tansu, a real Kafka-protocol broker, started on loopback for the run and stopped after.
+#   - tansu, a real Kafka-protocol broker, started on loopback for the run and stopped after;
+#   - helm, hadolint, kubernetes-validate (PyPI) and the CRD schemas (npm) for the chart's
+#     tests, in .ci/helm (tests/helm/tools.sh).
 # usage: tests/run-all.sh [extra cargo test args]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,4 +56,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo test (workspace)"
 cargo test --workspace --locked "$@"
+echo "== Helm chart and Dockerfile (tests/helm): lint, render, schemas, neardup --check-config"
+tests/helm/tools.sh install
+NEARDUP_BIN="$ROOT/target/debug/neardup" "$(tests/helm/tools.sh python)" -m unittest discover -s tests/helm -v
 echo "== all tests done in $(( $(date +%s) - started )) s"

@@ -1,0 +1,435 @@
+"""Tests of the Helm chart helm/neardup, rendered by the real helm binary.
+
+Each values variant (the defaults and every helm/neardup/ci/*-values.yaml) is linted, rendered,
+validated against the Kubernetes JSON schemas (and the custom resources against their CRDs'
+schemas), and checked on the fields that matter when it runs: probes, ports, the config
+checksum, the stage workloads, security, selectors, secrets. The rendered neardup.toml and the
+container's arguments are fed to the neardup binary's own `--check-config`, so a key the chart
+sets that neardup does not know fails here.
+
+Run by tests/run-all.sh after `cargo test` (which builds target/debug/neardup):
+    tests/helm/tools.sh install
+    .ci/helm/venv/bin/python -m unittest discover -s tests/helm -v
+Environment: HELM (default: the one tests/helm/tools.sh installs), NEARDUP_BIN (default:
+target/debug/neardup).
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+import kubernetes_validate
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "neardup"
+TOOLS = ROOT / "tests" / "helm" / "tools.sh"
+RELEASE = "crawl"
+FULL = f"{RELEASE}-neardup"  # the chart's full name for this release
+# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas.
+KUBE_VERSIONS = ("1.25.0", "1.37.0")
+CRD_KINDS = {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"}
+STAGES = ("sign", "index", "cluster", "mirror")
+
+
+def tool(name):
+    return subprocess.run([str(TOOLS), name], check=True, capture_output=True, text=True).stdout.strip()
+
+
+HELM = os.environ.get("HELM") or tool("helm")
+NEARDUP = Path(os.environ.get("NEARDUP_BIN") or ROOT / "target" / "debug" / "neardup")
+VARIANTS = {"default": []}
+VARIANTS.update({p.name.removesuffix("-values.yaml"): [p] for p in sorted((CHART / "ci").glob("*-values.yaml"))})
+
+
+class Render:
+    """One `helm template` of the chart: the text, per-source sections and parsed manifests."""
+
+    def __init__(self, files=(), sets=()):
+        cmd = [HELM, "template", RELEASE, str(CHART), "--namespace", "crawl"]
+        for f in files:
+            cmd += ["-f", str(f)]
+        for s in sets:
+            cmd += ["--set", s]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RenderError(out.stderr)
+        self.text = out.stdout
+        self.docs = [d for d in yaml.safe_load_all(self.text) if d]
+        # helm separates documents with "---\n# Source: <template>\n"
+        self.sections = {}
+        for part in self.text.split("---\n"):
+            m = re.match(r"# Source: (\S+)\n", part)
+            if m:
+                self.sections.setdefault(m.group(1), []).append(part[m.end():])
+
+    def of(self, kind):
+        return [d for d in self.docs if d["kind"] == kind]
+
+    def one(self, kind, name=None):
+        found = [d for d in self.of(kind) if name is None or d["metadata"]["name"] == name]
+        assert len(found) == 1, f"{len(found)} {kind} named {name}"
+        return found[0]
+
+    def workloads(self):
+        return [d for d in self.docs if d["kind"] in ("Deployment", "StatefulSet")]
+
+    def config_toml(self):
+        return self.one("ConfigMap")["data"]["neardup.toml"]
+
+
+class RenderError(Exception):
+    pass
+
+
+def container(workload):
+    (c,) = workload["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def stage_of(workload):
+    return workload["metadata"]["labels"]["app.kubernetes.io/component"]
+
+
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def toml_value(toml, key):
+    m = re.search(rf'^{re.escape(key)} = "?([^"\n]*)"?$', toml, re.M)
+    return m.group(1) if m else None
+
+
+def seconds(duration):
+    m = re.fullmatch(r"(\d+)(ms|s|m|h)", duration)
+    assert m, f"unexpected duration {duration!r}"
+    return int(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+RENDERS = {}
+
+
+def render(variant):
+    if variant not in RENDERS:
+        RENDERS[variant] = Render(VARIANTS[variant])
+    return RENDERS[variant]
+
+
+class ChartTest(unittest.TestCase):
+    maxDiff = None
+
+    def test_lint_strict_every_variant(self):
+        for variant, files in VARIANTS.items():
+            cmd = [HELM, "lint", "--strict", str(CHART)]
+            for f in files:
+                cmd += ["-f", str(f)]
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, f"{variant}:\n{out.stdout}{out.stderr}")
+
+    def test_every_manifest_validates_against_the_kubernetes_schemas(self):
+        for variant in VARIANTS:
+            for doc in render(variant).docs:
+                if doc["kind"] in CRD_KINDS:
+                    continue
+                for version in KUBE_VERSIONS:
+                    with self.subTest(variant=variant, kind=doc["kind"], version=version):
+                        try:
+                            kubernetes_validate.validate(doc, version, strict=True)
+                        except kubernetes_validate.SchemaNotFoundError as e:
+                            self.fail(f"no schema: {e.message}")
+                        except kubernetes_validate.ValidationError as e:
+                            path = ".".join(str(p) for p in e.path)
+                            self.fail(f"{doc['kind']}/{doc['metadata']['name']}: {path}: {e.message}")
+
+    def test_the_schema_check_catches_a_broken_manifest(self):
+        sts = json.loads(json.dumps(render("default").one("StatefulSet")))
+        container(sts)["livenessProbe"]["httpGet"]["port"] = {"name": "http"}
+        with self.assertRaises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(sts, KUBE_VERSIONS[-1], strict=True)
+        sts = json.loads(json.dumps(render("default").one("StatefulSet")))
+        container(sts)["readinessProbe"]["httpGett"] = {}
+        with self.assertRaises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(sts, KUBE_VERSIONS[-1], strict=True)
+
+    def validate_crds(self, docs):
+        node_dir = Path(tool("node-modules")).parent
+        script = node_dir / "validate_crds.mjs"
+        shutil.copy(Path(__file__).with_name("validate_crds.mjs"), script)
+        out = subprocess.run(["node", str(script)], input=json.dumps(docs), capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout)
+
+    def test_custom_resources_validate_against_their_crd_schemas(self):
+        seen = set()
+        for variant in VARIANTS:
+            docs = [d for d in render(variant).docs if d["kind"] in CRD_KINDS]
+            for r in self.validate_crds(docs):
+                seen.add(r["kind"].rsplit("/", 1)[1])
+                self.assertTrue(r["ok"], f"{variant}: {r}")
+        self.assertEqual(seen, CRD_KINDS, "some variant must render every custom resource")
+        # ... and the CRD check can fail.
+        (so,) = render("keda").of("ScaledObject")
+        broken = json.loads(json.dumps(so))
+        del broken["spec"]["scaleTargetRef"]["name"]
+        broken["spec"]["minReplicaCount"] = "two"
+        (r,) = self.validate_crds([broken])
+        self.assertFalse(r["ok"])
+        self.assertIn("scaleTargetRef", r["error"])
+
+    def test_probes_ports_and_grace_period(self):
+        for variant in VARIANTS:
+            r = render(variant)
+            toml = r.config_toml()
+            port = int(toml_value(toml, "http_listen").rsplit(":", 1)[1])
+            drain = seconds(toml_value(toml, "drain_timeout"))
+            for w in r.workloads():
+                with self.subTest(variant=variant, workload=w["metadata"]["name"]):
+                    c = container(w)
+                    self.assertEqual(c["ports"], [{"name": "http", "containerPort": port, "protocol": "TCP"}])
+                    self.assertEqual(c["livenessProbe"]["httpGet"], {"path": "/healthz", "port": "http"})
+                    self.assertEqual(c["startupProbe"]["httpGet"], {"path": "/healthz", "port": "http"})
+                    self.assertEqual(c["readinessProbe"]["httpGet"], {"path": "/readyz", "port": "http"})
+                    grace = w["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+                    self.assertGreater(grace, drain, "the grace period must outlast the drain")
+            svc = r.one("Service", f"{FULL}")
+            self.assertEqual(svc["spec"]["ports"][0]["port"], port)
+            self.assertEqual(svc["spec"]["ports"][0]["targetPort"], "http")
+
+    def test_the_port_and_drain_follow_their_values(self):
+        r = Render(sets=["http.port=8081", "shutdown.drainTimeoutSeconds=120"])
+        toml = r.config_toml()
+        self.assertEqual(toml_value(toml, "http_listen"), "0.0.0.0:8081")
+        self.assertEqual(toml_value(toml, "drain_timeout"), "120s")
+        (w,) = r.workloads()
+        self.assertEqual(container(w)["ports"][0]["containerPort"], 8081)
+        self.assertEqual(w["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 135)
+
+    def test_the_config_checksum_is_the_rendered_configmap_and_rolls_the_pods(self):
+        r = render("default")
+        (cm_text,) = r.sections["neardup/templates/configmap.yaml"]
+        want = hashlib.sha256(cm_text.encode()).hexdigest()
+        for w in r.workloads():
+            self.assertEqual(w["spec"]["template"]["metadata"]["annotations"]["checksum/config"], want)
+        changed = Render(sets=["config.group=other"])
+        (w2,) = changed.workloads()
+        self.assertNotEqual(w2["spec"]["template"]["metadata"]["annotations"]["checksum/config"], want)
+        unrelated = Render(sets=["podAnnotations.team=crawl"])
+        (w3,) = unrelated.workloads()
+        self.assertEqual(w3["spec"]["template"]["metadata"]["annotations"]["checksum/config"], want)
+        self.assertEqual(w3["spec"]["template"]["metadata"]["annotations"]["team"], "crawl")
+
+    def test_stage_workloads(self):
+        default = render("default")
+        (w,) = default.workloads()
+        self.assertEqual((w["kind"], stage_of(w)), ("StatefulSet", "all"))
+        self.assertNotIn("--stage", container(w)["args"])
+        self.assertEqual(w["spec"]["volumeClaimTemplates"][0]["metadata"]["name"], "state")
+
+        split = render("split")
+        kinds = {stage_of(w): w for w in split.workloads()}
+        self.assertEqual(sorted(kinds), sorted(STAGES))
+        self.assertEqual(kinds["sign"]["kind"], "Deployment")
+        self.assertEqual(kinds["sign"]["spec"]["replicas"], 3)
+        for stage in ("index", "cluster", "mirror"):
+            self.assertEqual(kinds[stage]["kind"], "StatefulSet", stage)
+            self.assertEqual(kinds[stage]["spec"]["serviceName"], f"{FULL}-{stage}-headless")
+            split.one("Service", f"{FULL}-{stage}-headless")
+        for stage, w in kinds.items():
+            args = container(w)["args"]
+            self.assertEqual(args[args.index("--stage") + 1], stage)
+        index_pvc = kinds["index"]["spec"]["volumeClaimTemplates"][0]["spec"]
+        self.assertEqual(index_pvc["storageClassName"], "fast-ssd")
+        self.assertEqual(index_pvc["resources"]["requests"]["storage"], "20Gi")
+        self.assertEqual(kinds["index"]["spec"]["replicas"], 2)
+        # persistence off: the state directory is an emptyDir, no claim
+        self.assertNotIn("volumeClaimTemplates", kinds["mirror"]["spec"])
+        vols = {v["name"]: v for v in kinds["mirror"]["spec"]["template"]["spec"]["volumes"]}
+        self.assertEqual(vols["state"], {"name": "state", "emptyDir": {}})
+        self.assertEqual(container(kinds["sign"])["resources"]["requests"]["cpu"], "1")
+        self.assertEqual(container(kinds["index"])["resources"]["requests"]["cpu"], "500m")
+
+    def test_keda_scales_only_the_stateless_sign_stage(self):
+        r = render("keda")
+        (so,) = r.of("ScaledObject")
+        target = so["spec"]["scaleTargetRef"]
+        sign = r.one("Deployment", target["name"])
+        self.assertEqual(stage_of(sign), "sign")
+        self.assertNotIn("replicas", sign["spec"], "KEDA owns the sign stage's replicas")
+        for w in r.of("StatefulSet"):
+            self.assertIn("replicas", w["spec"])
+        (trigger,) = so["spec"]["triggers"]
+        toml = r.config_toml()
+        self.assertEqual(trigger["type"], "kafka")
+        self.assertEqual(trigger["metadata"]["consumerGroup"], toml_value(toml, "group"))
+        self.assertEqual(trigger["metadata"]["topic"], toml_value(toml, "input_topic"))
+        self.assertEqual(trigger["metadata"]["bootstrapServers"], toml_value(toml, "brokers"))
+        self.assertEqual((so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]), (2, 24))
+
+    def test_security_defaults(self):
+        for variant in VARIANTS:
+            for w in render(variant).workloads():
+                pod = w["spec"]["template"]["spec"]
+                c = container(w)
+                self.assertTrue(pod["securityContext"]["runAsNonRoot"])
+                self.assertGreater(pod["securityContext"]["runAsUser"], 0)
+                self.assertTrue(c["securityContext"]["readOnlyRootFilesystem"])
+                self.assertFalse(c["securityContext"]["allowPrivilegeEscalation"])
+                self.assertEqual(c["securityContext"]["capabilities"]["drop"], ["ALL"])
+                self.assertFalse(pod["automountServiceAccountToken"])
+                mounts = {m["mountPath"] for m in c["volumeMounts"]}
+                self.assertTrue({"/tmp", "/etc/neardup", "/var/lib/neardup"} <= mounts)
+
+    def test_selectors_match_the_pods_they_mean(self):
+        for variant in VARIANTS:
+            r = render(variant)
+            pods = {w["metadata"]["name"]: w["spec"]["template"]["metadata"]["labels"] for w in r.workloads()}
+            for w in r.workloads():
+                self.assertTrue(selects(w["spec"]["selector"]["matchLabels"], pods[w["metadata"]["name"]]))
+            pdbs = r.of("PodDisruptionBudget")
+            self.assertEqual(len(pdbs), len(pods), variant)
+            for pdb in pdbs:
+                chosen = [n for n, labels in pods.items() if selects(pdb["spec"]["selector"]["matchLabels"], labels)]
+                self.assertEqual(chosen, [pdb["metadata"]["name"]], variant)
+            services = r.of("Service")
+            for svc in services:
+                self.assertTrue(any(selects(svc["spec"]["selector"], l) for l in pods.values()), svc["metadata"]["name"])
+            metrics = r.one("Service", f"{FULL}")
+            self.assertEqual(
+                sorted(n for n, l in pods.items() if selects(metrics["spec"]["selector"], l)), sorted(pods),
+                "the metrics Service fronts every stage",
+            )
+            for sm in r.of("ServiceMonitor"):
+                scraped = [s["metadata"]["name"] for s in services if selects(sm["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])]
+                self.assertEqual(scraped, [metrics["metadata"]["name"]], "each pod is scraped once")
+                self.assertEqual(sm["spec"]["endpoints"][0]["port"], "http")
+                self.assertEqual(sm["spec"]["endpoints"][0]["path"], "/metrics")
+                self.assertEqual(sm["metadata"]["labels"]["release"], "kube-prometheus-stack")
+
+    def test_sasl_credentials_come_from_the_secret_only(self):
+        r = render("sasl")
+        toml = r.config_toml()
+        self.assertIn('"security.protocol" = "SASL_SSL"', toml)
+        self.assertIn('"sasl.mechanism" = "SCRAM-SHA-512"', toml)
+        self.assertNotIn("password", toml)
+        for w in r.workloads():
+            env = {e["name"]: e for e in container(w)["env"]}
+            for var, key in (("NEARDUP_KAFKA_SASL_USERNAME", "username"), ("NEARDUP_KAFKA_SASL_PASSWORD", "password")):
+                self.assertEqual(env[var]["valueFrom"]["secretKeyRef"], {"name": "kafka-neardup-user", "key": key})
+            self.assertEqual(env["NEARDUP_LOG"]["value"], "info,neardup=debug")
+            self.assertEqual(w["spec"]["template"]["spec"]["imagePullSecrets"], [{"name": "regcred"}])
+            self.assertEqual(container(w)["image"], "registry.example.com/crawl/neardup:0.1.0")
+        (auth,) = r.of("TriggerAuthentication")
+        self.assertEqual({t["parameter"] for t in auth["spec"]["secretTargetRef"]}, {"username", "password"})
+        (so,) = r.of("ScaledObject")
+        self.assertEqual(so["spec"]["triggers"][0]["authenticationRef"]["name"], auth["metadata"]["name"])
+        self.assertEqual(so["spec"]["triggers"][0]["metadata"]["sasl"], "scram_sha512")
+        self.assertEqual(so["spec"]["triggers"][0]["metadata"]["tls"], "enable")
+
+    def check_config(self, r, workload):
+        """neardup's own --check-config on the rendered file, arguments and environment."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "neardup.toml"
+            toml = r.config_toml()
+            # Files the pod gets from extra volumes (a CA certificate from a Secret) are stood in
+            # for by the system's CA bundle, at a temporary path: librdkafka loads them.
+            for mount in container(workload)["volumeMounts"]:
+                if mount["name"] in ("config", "state", "tmp"):
+                    continue
+                for rel in set(re.findall(rf'"{re.escape(mount["mountPath"])}/([^"]+)"', toml)):
+                    local = Path(tmp) / mount["name"] / rel
+                    local.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy("/etc/ssl/certs/ca-certificates.crt", local)
+                    toml = toml.replace(f'"{mount["mountPath"]}/{rel}"', json.dumps(str(local)))
+            path.write_text(toml)
+            args = list(container(workload)["args"])
+            self.assertEqual(args[:3], ["run", "--config", "/etc/neardup/neardup.toml"])
+            args[2] = str(path)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+            for e in container(workload).get("env", []):
+                env[e["name"]] = e.get("value", "from-a-secret")
+            return subprocess.run([str(NEARDUP), *args, "--check-config"], env=env, capture_output=True, text=True)
+
+    def test_every_key_and_argument_the_chart_sets_is_known_to_neardup(self):
+        self.assertTrue(NEARDUP.exists(), f"{NEARDUP} is missing: run cargo build first")
+        for variant in VARIANTS:
+            r = render(variant)
+            for w in r.workloads():
+                with self.subTest(variant=variant, workload=w["metadata"]["name"]):
+                    out = self.check_config(r, w)
+                    self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+        # ... and a key neardup does not know fails this check, naming it.
+        r = Render(sets=["config.topology.windw=7d"])
+        out = self.check_config(r, r.workloads()[0])
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("windw", out.stderr)
+        r = Render(sets=["config.max_inflight=5"])
+        out = self.check_config(r, r.workloads()[0])
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("max_inflight", out.stderr)
+
+    def test_numbers_reach_neardup_as_numbers(self):
+        # Helm's own toToml writes 20000 as 20000.0, which neardup's integer keys refuse.
+        toml = render("split").config_toml()
+        self.assertIn("max_in_flight = 20000\n", toml)
+        self.assertIn("max_dead_letter_ratio = 0.25\n", toml)
+        self.assertIn("collections = true\n", toml)
+        self.assertIn('max_body_bytes = "4MiB"\n', toml)
+
+    def test_misconfigurations_fail_with_a_message_that_says_what_to_do(self):
+        cases = [
+            (["sasl.enabled=true"], "sasl.existingSecret"),
+            (["keda.enabled=true"], "split: true"),
+            (["config.drain_timeout=10s"], "shutdown.drainTimeoutSeconds"),
+            (["config.http_listen=0.0.0.0:1"], "http.port"),
+            (["config.brokers="], "config.brokers is required"),
+            (["stages.all.kind=ReplicaSet"], "StatefulSet or Deployment"),
+            (["split=true", "keda.enabled=true", "stages.sign.kind=StatefulSet"], "stages.sign.kind: Deployment"),
+        ]
+        for sets, message in cases:
+            with self.subTest(sets=sets):
+                with self.assertRaises(RenderError) as e:
+                    Render(sets=sets)
+                self.assertIn(message, str(e.exception))
+
+    def test_dockerfile_lints_and_matches_the_chart(self):
+        # No Docker engine here: hadolint lints it, and its facts are checked against the chart.
+        hadolint = tool("hadolint")
+        dockerfile = ROOT / "Dockerfile"
+        out = subprocess.run([hadolint, "--config", str(ROOT / ".hadolint.yaml"), str(dockerfile)], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            bad = Path(tmp) / "Dockerfile"
+            bad.write_text("FROM debian:latest\nRUN cd /src && make\n")
+            out = subprocess.run([hadolint, "--config", str(ROOT / ".hadolint.yaml"), str(bad)], capture_output=True, text=True)
+            self.assertNotEqual(out.returncode, 0, "hadolint must catch a bad Dockerfile")
+        text = dockerfile.read_text()
+        stages = re.findall(r"^FROM (\S+)", text, re.M)
+        self.assertGreaterEqual(len(stages), 2, "multi-stage")
+        final = text[text.rindex("\nFROM ") :]
+        (user,) = re.findall(r"^USER (\d+):(\d+)$", final, re.M)
+        values = yaml.safe_load((CHART / "values.yaml").read_text())
+        self.assertEqual(int(user[0]), values["podSecurityContext"]["runAsUser"])
+        self.assertEqual(int(user[1]), values["podSecurityContext"]["runAsGroup"])
+        self.assertNotEqual(user[0], "0")
+        (port,) = re.findall(r"^EXPOSE (\d+)$", final, re.M)
+        self.assertEqual(int(port), values["http"]["port"])
+        for src in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
+            for path in src.split():
+                self.assertTrue((ROOT / path).exists(), f"the Dockerfile copies {path}, which is missing")
+
+    def test_readme_documents_every_value(self):
+        out = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("readme.py")), "--check"], capture_output=True, text=True
+        )
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

