@@ -388,8 +388,11 @@ class ChartTest(unittest.TestCase):
             (["keda.enabled=true"], "split: true"),
             (["config.drain_timeout=10s"], "shutdown.drainTimeoutSeconds"),
             (["config.http_listen=0.0.0.0:1"], "http.port"),
-            (["config.brokers="], "config.brokers is required"),
-            (["stages.all.kind=ReplicaSet"], "StatefulSet or Deployment"),
+            (["config.brokers="], "config.brokers"),
+            # values.schema.json: typos and wrong kinds are refused before anything renders
+            (["stages.all.kind=ReplicaSet"], '"StatefulSet", "Deployment"'),
+            (["stages.all.replica=2"], "Additional property replica is not allowed"),
+            (["sasl.mechanism=SCRAM"], "sasl.mechanism"),
             (["split=true", "keda.enabled=true", "stages.sign.kind=StatefulSet"], "stages.sign.kind: Deployment"),
         ]
         for sets, message in cases:
@@ -423,6 +426,31 @@ class ChartTest(unittest.TestCase):
         for src in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
             for path in src.split():
                 self.assertTrue((ROOT / path).exists(), f"the Dockerfile copies {path}, which is missing")
+
+    def test_notes_name_the_objects_the_release_created(self):
+        # `helm template` skips NOTES.txt and `helm install --dry-run` wants a cluster, so a copy
+        # of the chart renders it into a ConfigMap.
+        with tempfile.TemporaryDirectory() as tmp:
+            chart = Path(tmp) / "neardup"
+            shutil.copytree(CHART, chart)
+            (chart / "templates" / "zz-notes.yaml").write_text(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: |\n"
+                '    {{- include (print $.Template.BasePath "/NOTES.txt") . | nindent 4 }}\n'
+            )
+            for variant, files in VARIANTS.items():
+                cmd = [HELM, "template", RELEASE, str(chart), "--namespace", "crawl"]
+                for f in files:
+                    cmd += ["-f", str(chart / "ci" / f.name)]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+                notes = next(d for d in docs if d["metadata"]["name"] == "notes")["data"]["notes"]
+                names = {f"{d['kind'].lower()}/{d['metadata']['name']}" for d in docs}
+                names |= {f"deploy/{d['metadata']['name']}" for d in docs if d["kind"] == "Deployment"}
+                with self.subTest(variant=variant):
+                    self.assertIn(f"port-forward svc/{FULL} 9090", notes)
+                    (target,) = re.findall(r"exec (\S+) -- neardup run", notes)
+                    self.assertIn(target, names)
+                    self.assertEqual("split stages yet" in notes, variant in ("split", "keda", "sasl"))
 
     def test_readme_documents_every_value(self):
         out = subprocess.run(
