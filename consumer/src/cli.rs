@@ -68,6 +68,10 @@ pub struct TopologyArgs {
     /// Also compute Cho's replicated collections (experimental; see the README).
     #[arg(long, env = "NEARDUP_COLLECTIONS")]
     pub collections: bool,
+    /// Find mirrored hosts, aliases and auto-mirrors (`neardup.mirrors`); `--mirrors false`
+    /// turns the stage off.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "NEARDUP_MIRRORS")]
+    pub mirrors: bool,
     /// Default policy: the same minimum for pages whose URLs end in different names.
     #[arg(long, default_value_t = 0.9, env = "NEARDUP_MIN_JACCARD_RENAMED")]
     pub min_jaccard_renamed: f64,
@@ -151,6 +155,7 @@ impl TopologyArgs {
             // Replays turn it on; a long-running service does not keep every round's URLs.
             track_evolution: false,
             collections: self.collections,
+            mirrors: self.mirrors,
             canonical: self.canonical.clone(),
             hint_level: self.hint_level,
         }

@@ -101,6 +101,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collections: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirrors: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub canonical: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint_level: Option<String>,
@@ -295,6 +297,7 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             "min_jaccard_renamed"
         );
         overlay!(m, a.collections, f.collections, "collections");
+        overlay!(m, a.mirrors, f.mirrors, "mirrors");
         overlay!(m, a.canonical, f.canonical, "canonical", |v: &String| {
             v.parse::<neardup_topology::clusters::CanonicalPolicy>()
         });
@@ -491,6 +494,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             min_jaccard: Some(t.min_jaccard),
             min_jaccard_renamed: Some(t.min_jaccard_renamed),
             collections: Some(t.collections),
+            mirrors: Some(t.mirrors),
             canonical: Some(t.canonical.to_string()),
             hint_level: Some(t.hint_level.as_str().to_owned()),
         },

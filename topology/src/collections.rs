@@ -34,6 +34,7 @@
 
 use crate::clusters::Clusters;
 use crate::emit::Emitter;
+use crate::hash::StrBuild;
 use neardup_schemas::{CollectionEvent, CollectionHost, CollectionState, OutputKind};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -66,10 +67,10 @@ struct Published {
 #[derive(Debug, Default)]
 pub struct Collections {
     cfg: CollectionConfig,
-    ids: HashMap<Arc<str>, u32>,
+    ids: HashMap<Arc<str>, u32, StrBuild>,
     names: Vec<Arc<str>>,
     /// Out-links of the pages with content in the window, as interned URLs.
-    links: HashMap<u32, Box<[u32]>>,
+    links: HashMap<u32, Box<[u32]>, StrBuild>,
     published: BTreeMap<String, Published>,
 }
 
@@ -164,7 +165,7 @@ impl Collections {
     pub fn prune(&mut self, keep: impl Fn(&str) -> bool) {
         let names = &self.names;
         self.links.retain(|u, _| keep(&names[*u as usize]));
-        let mut map: HashMap<u32, u32> = HashMap::new();
+        let mut map: HashMap<u32, u32, StrBuild> = HashMap::default();
         let mut names: Vec<Arc<str>> = Vec::new();
         let mut renumber = |u: u32, names: &mut Vec<Arc<str>>| -> u32 {
             *map.entry(u).or_insert_with(|| {
@@ -174,7 +175,7 @@ impl Collections {
         };
         let mut keys: Vec<u32> = self.links.keys().copied().collect();
         keys.sort_unstable();
-        let mut links = HashMap::with_capacity(keys.len());
+        let mut links = HashMap::with_capacity_and_hasher(keys.len(), StrBuild::default());
         for k in keys {
             let targets = self.links.remove(&k).expect("key");
             let nk = renumber(k, &mut names);
@@ -204,14 +205,18 @@ impl Collections {
             })
             .collect();
         trivial.sort_by(|a, b| self.names[a[0] as usize].cmp(&self.names[b[0] as usize]));
-        let mut of: HashMap<u32, usize> = HashMap::new();
+        let mut of: HashMap<u32, usize, StrBuild> = HashMap::default();
         for (i, r) in trivial.iter().enumerate() {
             for &p in r {
                 of.insert(p, i);
             }
         }
         // 2. Link summary: (i, j) -> (sources in R_i, targets in R_j).
-        let mut summary: HashMap<(usize, usize), (HashSet<u32>, HashSet<u32>)> = HashMap::new();
+        let mut summary: HashMap<
+            (usize, usize),
+            (HashSet<u32, StrBuild>, HashSet<u32, StrBuild>),
+            StrBuild,
+        > = HashMap::default();
         for (i, r) in trivial.iter().enumerate() {
             for &p in r {
                 let Some(targets) = self.links.get(&p) else {

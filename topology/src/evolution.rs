@@ -27,8 +27,13 @@ use crate::clusters::Clusters;
 use crate::site;
 use neardup_schemas::ChangeBucket;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// The maps here hold URLs and fingerprints of every page of a replay: the fixed, fast hasher
+/// (`crate::hash`) instead of SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, crate::hash::StrBuild>;
+type HashSet<K> = std::collections::HashSet<K, crate::hash::StrBuild>;
 
 /// Size buckets of round-1 clusters, as in seed 000's figures 4, 5 and 7.
 pub const BUCKETS: [(u64, u64); 7] = [
@@ -223,7 +228,7 @@ impl Evolution {
             crawl_id,
             ..Snapshot::default()
         };
-        let mut by_cluster: HashMap<u32, u32> = HashMap::new();
+        let mut by_cluster: HashMap<u32, u32> = HashMap::default();
         let mut urls: Vec<&Arc<str>> = self.pages.iter().collect();
         urls.sort();
         let mut near = 0u64;
@@ -292,7 +297,7 @@ fn largest(
     by_cluster: &HashMap<u32, u32>,
     clusters: &Clusters,
 ) -> Vec<ClusterView> {
-    let mut members: HashMap<u32, Vec<&str>> = HashMap::new();
+    let mut members: HashMap<u32, Vec<&str>> = HashMap::default();
     for (u, g) in &snap.group {
         members.entry(*g).or_default().push(u);
     }
@@ -334,7 +339,7 @@ fn paragraph_duplicates(pages: &HashMap<Arc<str>, Box<[u64]>>) -> ParagraphFigur
         documents: docs.len() as u64,
         ..ParagraphFigures::default()
     };
-    let mut same: HashMap<&[u64], u64> = HashMap::new();
+    let mut same: HashMap<&[u64], u64> = HashMap::default();
     for (_, p) in &docs {
         *same.entry(p).or_default() += 1;
     }
@@ -344,7 +349,7 @@ fn paragraph_duplicates(pages: &HashMap<Arc<str>, Box<[u64]>>) -> ParagraphFigur
     }
     f.duplicates = f.clustered - f.clusters;
     // Candidates share a paragraph that is not template text.
-    let mut postings: HashMap<u64, Vec<u32>> = HashMap::new();
+    let mut postings: HashMap<u64, Vec<u32>> = HashMap::default();
     for (i, (_, p)) in docs.iter().enumerate() {
         let mut last = None;
         for &fp in p.iter() {
@@ -358,7 +363,7 @@ fn paragraph_duplicates(pages: &HashMap<Arc<str>, Box<[u64]>>) -> ParagraphFigur
         if same[p] >= 2 {
             continue;
         }
-        let mut shared: HashMap<u32, u32> = HashMap::new();
+        let mut shared: HashMap<u32, u32> = HashMap::default();
         let mut last = None;
         for &fp in p.iter() {
             if last == Some(fp) {
@@ -400,7 +405,7 @@ fn link_graph(snap: &Snapshot, links: &HashMap<Arc<str>, Box<[Box<str>]>>) -> Li
             *e = u;
         }
     }
-    let mut connected: HashSet<&str> = HashSet::new();
+    let mut connected: HashSet<&str> = HashSet::default();
     let mut queue: Vec<&str> = entry.values().map(|u| &***u).collect();
     connected.extend(queue.iter().copied());
     while let Some(u) = queue.pop() {
@@ -413,7 +418,7 @@ fn link_graph(snap: &Snapshot, links: &HashMap<Arc<str>, Box<[Box<str>]>>) -> Li
         }
     }
     // Per group: members in the connected part, members in all.
-    let mut split: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut split: HashMap<u32, (u64, u64)> = HashMap::default();
     for (u, g) in &snap.group {
         let e = split.entry(*g).or_default();
         e.1 += 1;
@@ -436,7 +441,7 @@ fn link_graph(snap: &Snapshot, links: &HashMap<Arc<str>, Box<[Box<str>]>>) -> Li
 
 fn compare(first: &Snapshot, now: &Snapshot) -> Vec<BucketFigures> {
     // |C_1(u) ∩ C_n(u)| for every (round-1 group, round-n group) pair that shares URLs.
-    let mut both: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut both: HashMap<(u32, u32), u64> = HashMap::default();
     for (u, &g1) in &first.group {
         if let Some(&gn) = now.group.get(u) {
             *both.entry((g1, gn)).or_default() += 1;

@@ -78,6 +78,8 @@ pub struct Config {
     /// Compute Cho's replicated collections per epoch (experimental: on partially crawled
     /// collections the merge condition breaks them into many small ones; off by default).
     pub collections: bool,
+    /// Find mirrored hosts, aliases and auto-mirrors from the clusters (on by default).
+    pub mirrors: bool,
     /// Track cluster evolution between crawl rounds (seed 000 §3; replays: it remembers
     /// every round's URLs).
     pub track_evolution: bool,
@@ -102,6 +104,7 @@ impl Default for Config {
             near: near::NearConfig::default(),
             track_evolution: false,
             collections: false,
+            mirrors: true,
             canonical: clusters::CanonicalPolicy::default(),
             hint_level: PairLevel::VerySimilar,
         }
@@ -283,7 +286,7 @@ impl Topology {
                 l.advance(self.watermark_ms);
             }
         }
-        if let Some(ip) = &page.ip {
+        if let (true, Some(ip)) = (self.cfg.mirrors, &page.ip) {
             self.mirrors.host_address(&page.url, ip);
         }
         // The change since the previous fetch needs the window's history: it is the part of
@@ -481,7 +484,9 @@ impl Topology {
             }
             _ => self.hints.apply(&self.similar, &similar, &mut self.emitter),
         }
-        self.mirrors.apply(&similar, &mut self.emitter);
+        if self.cfg.mirrors {
+            self.mirrors.apply(&similar, &mut self.emitter);
+        }
     }
 
     /// The crawl hints' counters.

@@ -3,7 +3,7 @@
 //! retracted when it goes down or lags behind the primary's revisions (never left confirmed
 //! falsely), and is confirmed again once it is back or has caught up.
 
-use neardup_schemas::{MirrorEvent, MirrorState, OutputKind, Source};
+use neardup_schemas::{MirrorEvent, MirrorState, OutputKind, PairLevel, Source};
 use neardup_topology::{Config, Topology};
 
 const PAGES: usize = 14;
@@ -158,5 +158,24 @@ fn mirror_status_follows_the_mirror_going_down_lagging_and_catching_up() {
         confirmed_by(&s),
         Some(MirrorState::Confirmed),
         "round 5: {s:?}"
+    );
+}
+
+#[test]
+fn the_mirror_stage_can_be_turned_off() {
+    let mut topo = Topology::new(Config {
+        mirrors: false,
+        ..Config::default()
+    });
+    let s = states(&mut topo, &round(0, 1, Mirror::Serves));
+    assert!(s.is_empty(), "{s:?}");
+    // ... while the clusters it would read from still form.
+    let similar = topo
+        .clusters(PairLevel::VerySimilar)
+        .expect("very_similar clusters");
+    assert_eq!(
+        similar.stats().clusters,
+        PAGES as u64,
+        "one cluster per page and its copy"
     );
 }
