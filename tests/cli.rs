@@ -675,6 +675,15 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     assert!(err.contains("cut.warc.gz") && err.contains("byte"), "{err}");
 }
 
+/// Asserts that a `neardup` run exited 0, showing its stderr when it did not.
+fn succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "neardup failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `neardup ARGS` with `env` set and every other NEARDUP_* variable of this process removed.
 fn neardup_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_neardup"));
@@ -717,11 +726,7 @@ fn configuration_layers_file_under_environment_under_flags() {
             ("NEARDUP_KAFKA_SASL_PASSWORD", "s3cret"),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(!text.contains("s3cret"), "a secret was printed:\n{text}");
     let eff: toml::Table = toml::from_str(&text).unwrap();
@@ -757,11 +762,7 @@ fn configuration_layers_file_under_environment_under_flags() {
         ],
         &[],
     );
-    assert!(
-        again.status.success(),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    succeeded(&again);
 }
 
 #[test]
@@ -846,11 +847,7 @@ fn split_stages_are_known_to_the_configuration_check_but_refused_by_run() {
         ],
         &[],
     );
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    succeeded(&check);
     assert!(String::from_utf8_lossy(&check.stderr).contains("split stages are not built yet"));
     let run = neardup_env(&["run", "--brokers", "k:1", "--stage", "index"], &[]);
     assert!(!run.status.success());

@@ -107,16 +107,9 @@ fn produce(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: Option<f64>) -> 
 }
 
 fn bare_read(brokers: &str, topic: &str, n: usize) -> (f64, u64) {
-    let c: BaseConsumer = config(brokers)
-        .set("group.id", format!("{topic}.bare"))
-        .set("enable.auto.commit", "false")
-        .set("fetch.message.max.bytes", "20000000")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)
-        .expect("tpl");
-    c.assign(&tpl).expect("assign");
+    let mut cfg = config(brokers);
+    cfg.set("fetch.message.max.bytes", "20000000");
+    let c = from_beginning(cfg, topic, "bare");
     let start = Instant::now();
     let (mut got, mut bytes) = (0usize, 0u64);
     while got < n {
@@ -196,15 +189,7 @@ fn neardup(
 
 /// Every record of `topic` as (broker timestamp, payload).
 fn read_all(brokers: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
-    let c: BaseConsumer = config(brokers)
-        .set("group.id", format!("{topic}.reader"))
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)
-        .expect("tpl");
-    c.assign(&tpl).expect("assign");
+    let c = from_beginning(config(brokers), topic, "reader");
     let mut out = vec![];
     while let Some(m) = c.poll(Duration::from_secs(3)) {
         let m = m.expect("read");
@@ -345,4 +330,18 @@ fn main() {
         percentile(&delays, 0.99),
         delays.last().copied().unwrap_or(0)
     );
+}
+
+/// A consumer of its own group reading partition 0 of `topic` from its first record.
+fn from_beginning(mut cfg: ClientConfig, topic: &str, group: &str) -> BaseConsumer {
+    let c: BaseConsumer = cfg
+        .set("group.id", format!("{topic}.{group}"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .expect("tpl");
+    c.assign(&tpl).expect("assign");
+    c
 }
