@@ -74,6 +74,9 @@ pub struct Collections {
     published: BTreeMap<String, Published>,
 }
 
+/// A set of interned pages.
+type Pages = HashSet<u32, StrBuild>;
+
 fn host_and_path(url: &str) -> (&str, &str) {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let (host, path) = match rest.find('/') {
@@ -212,11 +215,7 @@ impl Collections {
             }
         }
         // 2. Link summary: (i, j) -> (sources in R_i, targets in R_j).
-        let mut summary: HashMap<
-            (usize, usize),
-            (HashSet<u32, StrBuild>, HashSet<u32, StrBuild>),
-            StrBuild,
-        > = HashMap::default();
+        let mut summary: HashMap<(usize, usize), (Pages, Pages), StrBuild> = HashMap::default();
         for (i, r) in trivial.iter().enumerate() {
             for &p in r {
                 let Some(targets) = self.links.get(&p) else {
