@@ -326,7 +326,15 @@ class ChartTest(unittest.TestCase):
             self.assertEqual(w["spec"]["template"]["spec"]["imagePullSecrets"], [{"name": "regcred"}])
             self.assertEqual(container(w)["image"], "registry.example.com/crawl/neardup:0.1.0")
         (auth,) = r.of("TriggerAuthentication")
-        self.assertEqual({t["parameter"] for t in auth["spec"]["secretTargetRef"]}, {"username", "password"})
+        refs = {t["parameter"]: (t["name"], t["key"]) for t in auth["spec"]["secretTargetRef"]}
+        self.assertEqual(
+            refs,
+            {
+                "username": ("kafka-neardup-user", "username"),
+                "password": ("kafka-neardup-user", "password"),
+                "ca": ("kafka-cluster-ca-cert", "ca.crt"),
+            },
+        )
         (so,) = r.of("ScaledObject")
         self.assertEqual(so["spec"]["triggers"][0]["authenticationRef"]["name"], auth["metadata"]["name"])
         self.assertEqual(so["spec"]["triggers"][0]["metadata"]["sasl"], "scram_sha512")
