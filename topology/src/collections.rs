@@ -2,7 +2,8 @@
 //! window epoch.
 //!
 //! # Algorithm
-//! 1. **Trivial clusters** are the `very_similar` clusters (pages similar by transitivity).
+//! 1. **Trivial clusters** are the `very_similar` clusters (pages similar by transitivity)
+//!    with copies on two or more hosts; a cluster on one host is that host's own duplicates.
 //! 2. **Link summary**: for every ordered pair of trivial clusters (R_i, R_j), s_ij = pages of
 //!    R_i that link to at least one page of R_j, d_ij = pages of R_j linked from at least one
 //!    page of R_i, from the pages' resolved out-links.
@@ -19,7 +20,11 @@
 //!    merge condition (equal cardinalities) leaves them in components of their own; components
 //!    whose root paths nest (one within the other) on at least two hosts are pieces of one tree
 //!    and form one collection (neardup's addition: seed 003 reports such pieces separately).
-//!    A copy's page count is every page of the window on that host under the copy's roots.
+//!    A copy's page count is every document of the window on that host under the copy's
+//!    roots; a document the host serves under several paths (`/3/` and `/3.11/`) counts once.
+//! 6. **Siblings**: collections on exactly the same hosts whose roots are, host by host,
+//!    subdirectories of one directory are that directory's tree (books side by side on
+//!    load-balanced hosts, which need not link to each other).
 //!
 //! # Why per epoch, and why that is sound
 //! The merge condition is a property of whole trivial clusters and of every link between them,
@@ -127,6 +132,69 @@ fn root_paths(paths: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Splits a root under which the host serves one tree twice (`/docs/` holding `/docs/2.4/` and
+/// `/docs/current/`, the same documents under both) into those path aliases: `docs` are the
+/// copy's (path, document) pairs. A root stays whole unless it holds two or more
+/// subdirectories sharing a document and every page of the copy under it lies in one of them.
+fn split_path_aliases(roots: Vec<String>, docs: &[(&str, usize)]) -> Vec<String> {
+    let mut out = Vec::with_capacity(roots.len());
+    for root in roots {
+        // Per document, the subdirectories of `root` holding it.
+        let mut dirs_of: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+        let mut all_in_subdirs = true;
+        for &(path, doc) in docs {
+            let Some(rest) = path.strip_prefix(root.as_str()) else {
+                continue;
+            };
+            match rest.split_once('/') {
+                Some((dir, _)) if !dir.is_empty() => dirs_of.entry(doc).or_default().push(dir),
+                _ => all_in_subdirs = false,
+            }
+        }
+        let mut aliases: Vec<&str> = dirs_of
+            .values_mut()
+            .filter_map(|dirs| {
+                dirs.sort_unstable();
+                dirs.dedup();
+                (dirs.len() >= 2).then_some(dirs.as_slice())
+            })
+            .flatten()
+            .copied()
+            .collect();
+        aliases.sort_unstable();
+        aliases.dedup();
+        let covered = dirs_of
+            .values()
+            .flatten()
+            .all(|d| aliases.binary_search(d).is_ok());
+        if all_in_subdirs && aliases.len() >= 2 && covered {
+            out.extend(aliases.iter().map(|d| format!("{root}{d}/")));
+        } else {
+            out.push(root);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The directory that directly contains every one of `roots` outside the others (`/kb/` for
+/// `/kb/gio/` and `/kb/glib/`), or `None` when they have no one parent or one is `/`.
+fn common_parent<'a>(roots: &[&'a str]) -> Option<&'a str> {
+    let outermost = roots
+        .iter()
+        .filter(|r| !roots.iter().any(|o| o != *r && r.starts_with(o)));
+    let mut parent = None;
+    for r in outermost {
+        let trimmed = r.strip_suffix('/')?;
+        let p = &r[..trimmed.rfind('/')? + 1];
+        if parent.is_some_and(|q| q != p) {
+            return None;
+        }
+        parent = Some(p);
+    }
+    parent
+}
+
 impl Collections {
     /// An empty stage.
     pub fn new(cfg: CollectionConfig) -> Self {
@@ -208,6 +276,25 @@ impl Collections {
             })
             .collect();
         trivial.sort_by(|a, b| self.names[a[0] as usize].cmp(&self.names[b[0] as usize]));
+        // Every clustered page's trivial cluster, so that a host's copies of one document
+        // (served under two paths) count as one page.
+        let mut document: HashMap<u32, usize, StrBuild> = HashMap::default();
+        for (i, r) in trivial.iter().enumerate() {
+            for &p in r {
+                document.insert(p, i);
+            }
+        }
+        // Only clusters with copies on two or more hosts are replicas; copies on one host are
+        // that host's own duplicates (an auto-mirror), which the mirror stage reports. Left in,
+        // two copies of a page on a third host that every copy links to would satisfy the merge
+        // condition and pull that host into the collection.
+        let names = &self.names;
+        let spans_hosts = |r: &[u32]| {
+            let first = host_and_path(&names[r[0] as usize]).0;
+            r.iter()
+                .any(|&p| host_and_path(&names[p as usize]).0 != first)
+        };
+        let trivial: Vec<Vec<u32>> = trivial.into_iter().filter(|r| spans_hosts(r)).collect();
         let mut of: HashMap<u32, usize, StrBuild> = HashMap::default();
         for (i, r) in trivial.iter().enumerate() {
             for &p in r {
@@ -315,6 +402,43 @@ impl Collections {
                 }
             }
         }
+        // 6. Siblings: collections on exactly the same hosts whose roots are, host by host,
+        //    subdirectories of one directory (a portal's books side by side under `/kb/` on
+        //    load-balanced hosts) are that directory's tree. Their pages need not link to each
+        //    other, so the merge condition cannot join them. Distinct trees mirrored side by
+        //    side stay apart unless every host holds both and nothing else holds either, and
+        //    then the hosts do replicate the parent directory.
+        let mut by_collection: BTreeMap<usize, BTreeMap<&str, Vec<&str>>> = BTreeMap::new();
+        for (c, piece_roots) in roots.iter().enumerate() {
+            let hosts = by_collection.entry(find(&mut piece_parent, c)).or_default();
+            for (h, rs) in piece_roots {
+                hosts
+                    .entry(h)
+                    .or_default()
+                    .extend(rs.iter().map(String::as_str));
+            }
+        }
+        let mut siblings: BTreeMap<Vec<(&str, &str)>, usize> = BTreeMap::new();
+        for (c, hosts) in &by_collection {
+            let Some(key) = hosts
+                .iter()
+                .map(|(h, rs)| Some((*h, common_parent(rs)?)))
+                .collect::<Option<Vec<(&str, &str)>>>()
+            else {
+                continue;
+            };
+            match siblings.get(&key) {
+                Some(&first) => {
+                    let (x, y) = (find(&mut piece_parent, first), find(&mut piece_parent, *c));
+                    if x != y {
+                        piece_parent[x.max(y)] = x.min(y);
+                    }
+                }
+                None => {
+                    siblings.insert(key, *c);
+                }
+            }
+        }
         let mut components: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (c, members) in pieces.iter().enumerate() {
             let root = find(&mut piece_parent, c);
@@ -324,33 +448,39 @@ impl Collections {
             members.sort_unstable();
         }
         // Describe each collection.
-        let mut window_paths: HashMap<&str, Vec<&str>> = HashMap::new();
+        let mut window_paths: HashMap<&str, Vec<(&str, u32)>> = HashMap::new();
         for &u in self.links.keys() {
             let (h, path) = host_and_path(&self.names[u as usize]);
-            window_paths.entry(h).or_default().push(path);
+            window_paths.entry(h).or_default().push((path, u));
         }
         let mut now: BTreeMap<String, Published> = BTreeMap::new();
         for members in components.values().filter(|m| m.len() >= 2) {
             let cardinality = members.iter().map(|&i| trivial[i].len()).max().unwrap_or(0);
-            let mut by_host: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            let mut by_host: BTreeMap<&str, Vec<(&str, usize)>> = BTreeMap::new();
             for &i in members {
                 for &p in &trivial[i] {
                     let (h, path) = host_and_path(&self.names[p as usize]);
-                    by_host.entry(h).or_default().push(path);
+                    by_host.entry(h).or_default().push((path, i));
                 }
             }
-            // A copy's pages: every windowed page of the host under its roots, duplicated
-            // elsewhere or not (the collection's pages on that host, not only its shared ones).
+            // A copy's pages: every windowed document of the host under its roots, duplicated
+            // elsewhere or not (the collection's pages on that host, not only its shared ones);
+            // a document the host serves under several paths counts once.
             let hosts: Vec<HostCopy> = by_host
                 .iter()
-                .map(|(h, paths)| {
-                    let roots = root_paths(paths);
+                .map(|(h, docs)| {
+                    let paths: Vec<&str> = docs.iter().map(|d| d.0).collect();
+                    let roots = split_path_aliases(root_paths(&paths), docs);
                     let pages = window_paths.get(h).map_or(0, |all| {
+                        let mut seen: HashSet<usize, StrBuild> = HashSet::default();
                         all.iter()
-                            .filter(|p| roots.iter().any(|r| p.starts_with(r.as_str())))
+                            .filter(|(p, _)| roots.iter().any(|r| p.starts_with(r.as_str())))
+                            .filter(|(_, u)| document.get(u).is_none_or(|&d| seen.insert(d)))
                             .count()
                     });
-                    (h.to_string(), roots, pages.max(paths.len()) as u64)
+                    // Pages that left the collections stage's view still count.
+                    let own = docs.iter().map(|d| d.1).collect::<HashSet<usize>>().len();
+                    (h.to_string(), roots, pages.max(own) as u64)
                 })
                 .collect();
             let first = &self.names[trivial[members[0]][0] as usize];
@@ -432,6 +562,186 @@ mod tests {
             root_paths(&["/docs/2.4/a.html", "/current/b.html"]),
             vec!["/current/".to_owned(), "/docs/2.4/".to_owned()]
         );
+    }
+
+    #[test]
+    fn a_root_holding_one_tree_twice_splits_into_its_path_aliases() {
+        let docs = [
+            ("/docs/2.4/a.html", 0),
+            ("/docs/current/a.html", 0),
+            ("/docs/2.4/b.html", 1),
+        ];
+        assert_eq!(
+            split_path_aliases(vec!["/docs/".into()], &docs),
+            ["/docs/2.4/", "/docs/current/"]
+        );
+        // Subdirectories that share no document are one tree's parts, not aliases.
+        let parts = [("/docs/x/a.html", 0), ("/docs/y/b.html", 1)];
+        assert_eq!(
+            split_path_aliases(vec!["/docs/".into()], &parts),
+            ["/docs/"]
+        );
+        // A page of the copy directly under the root keeps it whole.
+        let mut flat = docs.to_vec();
+        flat.push(("/docs/index.html", 2));
+        assert_eq!(split_path_aliases(vec!["/docs/".into()], &flat), ["/docs/"]);
+    }
+
+    #[test]
+    fn common_parent_is_the_directory_holding_every_outermost_root() {
+        assert_eq!(common_parent(&["/kb/gio/", "/kb/glib/"]), Some("/kb/"));
+        assert_eq!(common_parent(&["/kb/gio/", "/kb/gio/sub/"]), Some("/kb/"));
+        assert_eq!(common_parent(&["/3/", "/3.11/"]), Some("/"));
+        assert_eq!(common_parent(&["/kb/gio/", "/docs/glib/"]), None);
+        assert_eq!(common_parent(&["/", "/kb/"]), None);
+    }
+
+    /// Builds the clusters and links of `trees`: each tree is a list of (url, out-links), and
+    /// `copies` lists groups of urls that are near-duplicates of each other.
+    fn epoch_of(copies: &[&[&str]], pages: &[(&str, &[&str])]) -> Collections {
+        let mut cl = Clusters::new(PairLevel::VerySimilar);
+        let mut col = Collections::new(CollectionConfig::default());
+        let mut out = Emitter::new();
+        for group in copies {
+            for w in group.windows(2) {
+                cl.add_pair(w[0], w[1], 0, &mut out);
+            }
+        }
+        for (url, links) in pages {
+            col.fetched(url, Some(links.iter().copied()));
+        }
+        out.drain().for_each(drop);
+        col.epoch(&cl, &mut out);
+        col
+    }
+
+    /// Copies on p and m both link to a page of x.example that x serves twice (its index and a
+    /// near-identical part page): the merge condition holds between the copies' cluster and
+    /// x's one-host cluster, but x holds no copy of the tree and is not in the collection.
+    #[test]
+    fn a_host_linked_from_every_copy_is_not_a_copy() {
+        let col = epoch_of(
+            &[
+                &["http://p.example/d/a.html", "http://m.example/d/a.html"],
+                &["http://p.example/d/b.html", "http://m.example/d/b.html"],
+                &[
+                    "http://x.example/m/index.html",
+                    "http://x.example/m/pt.html",
+                ],
+            ],
+            &[
+                (
+                    "http://p.example/d/a.html",
+                    &[
+                        "http://p.example/d/b.html",
+                        "http://x.example/m/index.html",
+                        "http://x.example/m/pt.html",
+                    ],
+                ),
+                (
+                    "http://m.example/d/a.html",
+                    &[
+                        "http://m.example/d/b.html",
+                        "http://x.example/m/index.html",
+                        "http://x.example/m/pt.html",
+                    ],
+                ),
+                ("http://p.example/d/b.html", &["http://p.example/d/a.html"]),
+                ("http://m.example/d/b.html", &["http://m.example/d/a.html"]),
+                ("http://x.example/m/index.html", &[]),
+                ("http://x.example/m/pt.html", &[]),
+            ],
+        );
+        let now = col.current();
+        assert_eq!(now.len(), 1, "{now:?}");
+        let hosts: Vec<&str> = now[0].3.iter().map(|h| h.0.as_str()).collect();
+        assert_eq!(hosts, ["m.example", "p.example"]);
+    }
+
+    /// p serves its tree under two paths (`/2.4/` and `/current/`); each document counts once
+    /// in p's pages, and p's root is their common directory.
+    #[test]
+    fn a_document_served_under_two_paths_counts_once() {
+        let p = |path: &str| format!("http://p.example/docs/{path}");
+        let m = |path: &str| format!("http://m.example/httpd/{path}");
+        let (pa, pb, pca, pcb) = (
+            p("2.4/a.html"),
+            p("2.4/b.html"),
+            p("current/a.html"),
+            p("current/b.html"),
+        );
+        let (ma, mb) = (m("a.html"), m("b.html"));
+        let col = epoch_of(
+            &[&[&ma, &pa, &pca], &[&mb, &pb, &pcb]],
+            &[
+                (&pa, &[&pb]),
+                (&pb, &[&pa]),
+                (&pca, &[&pcb]),
+                (&pcb, &[&pca]),
+                (&ma, &[&mb]),
+                (&mb, &[&ma]),
+                (&p("2.4/only-here.html"), &[]),
+            ],
+        );
+        let now = col.current();
+        assert_eq!(now.len(), 1, "{now:?}");
+        let hosts: Vec<(&str, u64)> = now[0].3.iter().map(|h| (h.0.as_str(), h.2)).collect();
+        assert_eq!(hosts, [("m.example", 2), ("p.example", 3)]);
+        assert_eq!(now[0].3[1].1, ["/docs/2.4/", "/docs/current/"]);
+    }
+
+    /// Two books side by side under `/kb/` on two load-balanced hosts, not linked to each
+    /// other: one collection rooted at `/kb/`. With a third host holding one of the books, the
+    /// host sets differ and the books stay two collections.
+    #[test]
+    fn sibling_trees_on_the_same_hosts_are_one_collection() {
+        let url = |h: &str, book: &str, page: &str| format!("http://{h}.example/kb/{book}/{page}");
+        let mut copies: Vec<Vec<String>> = vec![];
+        let mut pages: Vec<(String, Vec<String>)> = vec![];
+        for book in ["gio", "glib"] {
+            for (page, other) in [("a.html", "b.html"), ("b.html", "a.html")] {
+                copies.push(["w1", "w2"].map(|h| url(h, book, page)).to_vec());
+                for h in ["w1", "w2"] {
+                    pages.push((url(h, book, page), vec![url(h, book, other)]));
+                }
+            }
+        }
+        let run = |copies: &[Vec<String>], pages: &[(String, Vec<String>)]| {
+            let copies: Vec<Vec<&str>> = copies
+                .iter()
+                .map(|c| c.iter().map(String::as_str).collect())
+                .collect();
+            let copies: Vec<&[&str]> = copies.iter().map(Vec::as_slice).collect();
+            let links: Vec<Vec<&str>> = pages
+                .iter()
+                .map(|(_, l)| l.iter().map(String::as_str).collect())
+                .collect();
+            let pages: Vec<(&str, &[&str])> = pages
+                .iter()
+                .zip(&links)
+                .map(|((u, _), l)| (u.as_str(), l.as_slice()))
+                .collect();
+            epoch_of(&copies, &pages).current()
+        };
+        let now = run(&copies, &pages);
+        assert_eq!(now.len(), 1, "{now:?}");
+        let hosts: Vec<(&str, &[String], u64)> = now[0]
+            .3
+            .iter()
+            .map(|(h, r, n)| (h.as_str(), r.as_slice(), *n))
+            .collect();
+        let kb = ["/kb/".to_owned()];
+        assert_eq!(
+            hosts,
+            [("w1.example", &kb[..], 4), ("w2.example", &kb[..], 4)]
+        );
+        // A third host mirrors only gio.
+        for (page, other) in [("a.html", "b.html"), ("b.html", "a.html")] {
+            copies.push(vec![url("w1", "gio", page), url("w3", "gio", page)]);
+            pages.push((url("w3", "gio", page), vec![url("w3", "gio", other)]));
+        }
+        let now = run(&copies, &pages);
+        assert_eq!(now.len(), 2, "{now:?}");
     }
 
     /// Three copies of a three-page tree (index -> a, index -> b) on three hosts, and a partial
