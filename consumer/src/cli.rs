@@ -65,9 +65,15 @@ pub struct TopologyArgs {
     /// boilerplate, for pages whose URLs end in the same name (mirrors, aliases, session ids).
     #[arg(long, default_value_t = 0.7, env = "NEARDUP_MIN_JACCARD")]
     pub min_jaccard: f64,
-    /// Also compute Cho's replicated collections (experimental; see the README).
+    /// Also compute Cho's replicated collections (`neardup.collections`; see the README).
     #[arg(long, env = "NEARDUP_COLLECTIONS")]
     pub collections: bool,
+    /// Seed 002's Hyperlink Map as a veto in the pair policy: when an epoch closes (a crawl
+    /// round ends, or a day of event time), `very_similar` pairs whose HM signatures are this
+    /// far apart or more (L∞, in (0, 1]) are retracted. 0 (the default) turns it off; it lowers
+    /// recall on the benchmark (see the README).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_hm_veto, env = "NEARDUP_HM_VETO")]
+    pub hm_veto: f64,
     /// Find mirrored hosts, aliases and auto-mirrors (`neardup.mirrors`); `--mirrors false`
     /// turns the stage off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "NEARDUP_MIRRORS")]
@@ -98,6 +104,15 @@ pub(crate) fn parse_hint_level(s: &str) -> Result<neardup_schemas::PairLevel, St
         "virtually_identical" => Ok(PairLevel::VirtuallyIdentical),
         other => Err(format!(
             "unknown hint level {other:?}; use very_similar or virtually_identical"
+        )),
+    }
+}
+
+pub(crate) fn parse_hm_veto(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(c) if (0.0..=1.0).contains(&c) => Ok(c),
+        _ => Err(format!(
+            "invalid HM veto tolerance {s:?}; use a number in (0, 1], or 0 to turn the veto off"
         )),
     }
 }
@@ -155,6 +170,8 @@ impl TopologyArgs {
             // Replays turn it on; a long-running service does not keep every round's URLs.
             track_evolution: false,
             collections: self.collections,
+            hm_veto: (self.hm_veto > 0.0)
+                .then(|| neardup_topology::replicas::HmVeto::new(self.hm_veto as f32)),
             mirrors: self.mirrors,
             canonical: self.canonical.clone(),
             hint_level: self.hint_level,

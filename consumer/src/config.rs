@@ -101,6 +101,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collections: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub hm_veto: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mirrors: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub canonical: Option<String>,
@@ -260,7 +262,7 @@ impl From<Size> for usize {
 
 /// Applies the file's `[topology]` under the flags and variables given.
 pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) -> Result<()> {
-    use crate::cli::{parse_hint_level, parse_policy, parse_profile};
+    use crate::cli::{parse_hint_level, parse_hm_veto, parse_policy, parse_profile};
     let in_topology = |e: anyhow::Error| e.context("in [topology]");
     (|| -> Result<()> {
         overlay!(m, a.window, f.window, "window");
@@ -297,6 +299,9 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             "min_jaccard_renamed"
         );
         overlay!(m, a.collections, f.collections, "collections");
+        overlay!(m, a.hm_veto, f.hm_veto, "hm_veto", |v: &f64| parse_hm_veto(
+            &v.to_string()
+        ));
         overlay!(m, a.mirrors, f.mirrors, "mirrors");
         overlay!(m, a.canonical, f.canonical, "canonical", |v: &String| {
             v.parse::<neardup_topology::clusters::CanonicalPolicy>()
@@ -494,6 +499,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             min_jaccard: Some(t.min_jaccard),
             min_jaccard_renamed: Some(t.min_jaccard_renamed),
             collections: Some(t.collections),
+            hm_veto: Some(t.hm_veto),
             mirrors: Some(t.mirrors),
             canonical: Some(t.canonical.to_string()),
             hint_level: Some(t.hint_level.as_str().to_owned()),

@@ -231,6 +231,15 @@ impl Collections {
         }
     }
 
+    /// The remembered out-links of `url` (none when it has no content in the window).
+    pub fn links_of(&self, url: &str) -> impl Iterator<Item = &str> {
+        self.ids
+            .get(url)
+            .and_then(|u| self.links.get(u))
+            .into_iter()
+            .flat_map(|targets| targets.iter().map(|&t| &*self.names[t as usize]))
+    }
+
     /// Forgets the links of pages for which `keep` is false (pages that left the window), and
     /// the interned URLs nothing refers to any more, so memory follows the window.
     pub fn prune(&mut self, keep: impl Fn(&str) -> bool) {

@@ -50,7 +50,8 @@ use neardup_schemas::{
     SignatureEvent, Source,
 };
 use signer::{Signer, SignerConfig};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use time::format_description::well_known::Rfc3339;
 
 /// Version of the tokenizer rules (visible text + terms). Bump on any change that alters terms.
@@ -75,9 +76,12 @@ pub struct Config {
     /// A page joining an exact group that already has this many members gets no exact
     /// candidates (and so no pairs from that group).
     pub max_pairs_per_join: usize,
-    /// Compute Cho's replicated collections per epoch (experimental: on partially crawled
-    /// collections the merge condition breaks them into many small ones; off by default).
+    /// Compute Cho's replicated collections per epoch (off by default: they keep every windowed
+    /// page's out-links).
     pub collections: bool,
+    /// Seed 002's Hyperlink Map as a veto in the pair policy, applied when an epoch closes
+    /// (`None`, the default: off). Keeps every windowed page's RP signature and out-links.
+    pub hm_veto: Option<replicas::HmVeto>,
     /// Find mirrored hosts, aliases and auto-mirrors from the clusters (on by default).
     pub mirrors: bool,
     /// Track cluster evolution between crawl rounds (seed 000 §3; replays: it remembers
@@ -104,6 +108,7 @@ impl Default for Config {
             near: near::NearConfig::default(),
             track_evolution: false,
             collections: false,
+            hm_veto: None,
             mirrors: true,
             canonical: clusters::CanonicalPolicy::default(),
             hint_level: PairLevel::VerySimilar,
@@ -162,6 +167,8 @@ pub struct Topology {
     inlinks: Option<inlinks::InLinks>,
     evolution: Option<evolution::Evolution>,
     collections: collections::Collections,
+    /// RP signatures of the windowed pages, kept only for the Hyperlink Map veto.
+    rps: HashMap<Arc<str>, Box<[f32]>, hash::StrBuild>,
     /// The crawl round and the event time of the last collections epoch.
     epoch: (Option<String>, i64),
     history: history::History,
@@ -197,6 +204,7 @@ impl Topology {
                 .then(|| inlinks::InLinks::new(cfg.window_ms)),
             evolution: cfg.track_evolution.then(evolution::Evolution::new),
             collections: collections::Collections::new(collections::CollectionConfig::default()),
+            rps: HashMap::default(),
             epoch: (None, i64::MIN),
             history: history::History::new(cfg.window_ms),
             preparer: Preparer::new(&cfg),
@@ -315,7 +323,18 @@ impl Topology {
             None => self.stats.no_content += 1,
         }
         let checksum = signed.as_ref().map(|(c, _, _, _)| *c);
-        if self.cfg.collections {
+        if self.cfg.hm_veto.is_some() {
+            match &signed {
+                Some((_, content, _, _)) => {
+                    let rp: Box<[f32]> = content.rp.iter().map(|&v| v as f32).collect();
+                    self.rps.insert(Arc::from(page.url.as_str()), rp);
+                }
+                None => {
+                    self.rps.remove(page.url.as_str());
+                }
+            }
+        }
+        if self.cfg.collections || self.cfg.hm_veto.is_some() {
             self.collections.fetched(
                 &page.url,
                 signed
@@ -401,12 +420,53 @@ impl Topology {
     }
 
     fn close_epoch(&mut self) {
-        if !self.cfg.collections {
+        if !self.cfg.collections && self.cfg.hm_veto.is_none() {
             return;
         }
         let near = &self.near;
         self.collections.prune(|url| near.sketch_of(url).is_some());
-        self.collections.epoch(&self.similar, &mut self.emitter);
+        self.rps.retain(|url, _| near.sketch_of(url).is_some());
+        if self.cfg.collections {
+            self.collections.epoch(&self.similar, &mut self.emitter);
+        }
+        if let Some(veto) = self.cfg.hm_veto {
+            self.hm_veto(veto);
+        }
+    }
+
+    /// Seed 002 as a pair signal: the Hyperlink Map over the window's link graph, and the
+    /// retraction of the live `very_similar` pairs whose link contexts disagree.
+    fn hm_veto(&mut self, veto: replicas::HmVeto) {
+        let Some(k) = self.rps.values().next().map(|rp| rp.len()) else {
+            return;
+        };
+        let mut urls: Vec<&Arc<str>> = self.rps.keys().collect();
+        urls.sort_unstable();
+        let mut snap = replicas::Snapshot::new(k);
+        for url in urls {
+            snap.add(url, &self.rps[url], self.collections.links_of(url));
+        }
+        let hm = snap.hyperlink_map(veto.gamma, veto.iterations);
+        let sig = |url: &str| {
+            snap.index_of(url)
+                .map(|i| &hm[i as usize * k..(i as usize + 1) * k])
+        };
+        let vetoed: Vec<(String, String)> = self
+            .near
+            .live_pairs()
+            .into_iter()
+            .filter(|(a, b, level)| {
+                *level == PairLevel::VerySimilar
+                    && matches!((sig(a), sig(b)), (Some(x), Some(y)) if veto.rejects(x, y))
+            })
+            .map(|(a, b, _)| (a, b))
+            .collect();
+        let crawl_id = self.epoch.0.clone();
+        for (a, b) in vetoed {
+            self.near
+                .veto(&a, &b, crawl_id.as_deref(), &mut self.emitter);
+        }
+        self.update_clusters(self.watermark_ms);
     }
 
     /// Ends a replay: closes the last collections epoch and crawl round, appending the outputs

@@ -521,6 +521,8 @@ pub struct NearStats {
     pub stale: u64,
     /// Buckets skipped because they held more than `max_bucket` pages.
     pub hot_buckets_skipped: u64,
+    /// Pairs retracted by the Hyperlink Map veto (also counted in `retracted`).
+    pub vetoed: u64,
 }
 
 /// A pair's change of state, for the stages downstream (clusters).
@@ -635,6 +637,24 @@ impl NearIndex {
             .collect();
         v.sort_by(|x, y| (&x.0, &x.1).cmp(&(&y.0, &y.1)));
         v
+    }
+
+    /// Retracts the live pair (`a`, `b`) because a signal outside the sketches rejects it (the
+    /// Hyperlink Map veto); returns whether it was live. Either page fetched again is verified
+    /// afresh.
+    pub fn veto(&mut self, a: &str, b: &str, crawl_id: Option<&str>, out: &mut Emitter) -> bool {
+        let (Some(&sa), Some(&sb)) = (self.by_url.get(a), self.by_url.get(b)) else {
+            return false;
+        };
+        let Some(info) = self.pairs.remove(&ordered(sa, sb)) else {
+            return false;
+        };
+        self.unlink(sa, sb);
+        self.unlink(sb, sa);
+        self.stats.vetoed += 1;
+        let (ua, ub) = (self.page(sa).url.clone(), self.page(sb).url.clone());
+        self.emit(&ua, &ub, PairState::Retracted, &info, crawl_id, out);
+        true
     }
 
     /// Bytes held by the index and the stored signatures (page records, tables, expiry heap,

@@ -48,6 +48,37 @@ impl Default for ReplicaParams {
     }
 }
 
+/// Seed 002's Hyperlink Map as a veto in the pair policy: when an epoch closes, the HM
+/// signatures of the window's pages are computed over its link graph, and a live
+/// `very_similar` pair whose HM signatures are `c` or more apart (L∞) is retracted: its pages'
+/// text agrees but their link contexts do not. Exact and virtually identical pairs are never
+/// vetoed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HmVeto {
+    /// C: the largest L∞ distance of HM signatures a pair may have (exclusive).
+    pub c: f32,
+    /// Damping γ of eq. (1).
+    pub gamma: f32,
+    /// Iterations of eq. (1).
+    pub iterations: usize,
+}
+
+impl HmVeto {
+    /// A veto at tolerance `c` with γ = 0.1 and 4 iterations (the README's measured setting).
+    pub fn new(c: f32) -> Self {
+        HmVeto {
+            c,
+            gamma: 0.1,
+            iterations: 4,
+        }
+    }
+
+    /// Whether HM signatures `x` and `y` are too far apart for a pair.
+    pub fn rejects(&self, x: &[f32], y: &[f32]) -> bool {
+        x.iter().zip(y).any(|(a, b)| (a - b).abs() >= self.c)
+    }
+}
+
 /// The pages of one snapshot with their RP signatures and out-links.
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
@@ -77,6 +108,16 @@ impl Snapshot {
     /// True when the snapshot has no page.
     pub fn is_empty(&self) -> bool {
         self.urls.is_empty()
+    }
+
+    /// The number of page `url`, if it is in the snapshot.
+    pub fn index_of(&self, url: &str) -> Option<u32> {
+        self.by_url.get(url).copied()
+    }
+
+    /// K, the number of values per signature.
+    pub fn k(&self) -> usize {
+        self.k
     }
 
     /// The URL of page `i`.

@@ -6,30 +6,12 @@
 use neardup_schemas::{MirrorEvent, MirrorState, OutputKind, PairLevel, Source};
 use neardup_topology::{Config, Topology};
 
+mod common;
+use common::{prose, record};
+
 const PAGES: usize = 14;
 const PRIMARY: &str = "http://docs.example/manual";
 const MIRROR: &str = "http://mirror.example/pub/manual";
-
-/// Deterministic prose: `words` pseudo-words drawn from a 4,096-word vocabulary by `seed`.
-fn prose(seed: u64, words: usize) -> String {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let syllables = [
-        "ka", "lo", "mi", "ne", "ru", "sa", "te", "vo", "bi", "da", "fu", "go", "ha", "ji", "ko",
-        "pe",
-    ];
-    (0..words)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
-            (0..3)
-                .map(|i| syllables[((r >> (4 * i)) & 15) as usize])
-                .collect::<String>()
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// Page `i` of the manual at `revision`: a new revision replaces all its prose.
 fn page(i: usize, revision: u64) -> String {
@@ -37,20 +19,6 @@ fn page(i: usize, revision: u64) -> String {
         "<html><head><title>Manual page {i}</title></head><body><h1>Page {i}</h1><p>{}</p></body></html>",
         prose(1000 * revision + i as u64, 220)
     )
-}
-
-fn record(url: &str, day: u32, second: usize, status: u16, ip: &str, body: &str) -> Vec<u8> {
-    serde_json::json!({
-        "url": url,
-        "fetched_at": format!("2026-11-{:02}T{:02}:{:02}:{:02}Z", 2 + day, second / 3600, second / 60 % 60, second % 60),
-        "status": status,
-        "content_type": "text/html; charset=utf-8",
-        "ip": ip,
-        "crawl_id": format!("week-{:02}", day / 7 + 1),
-        "body": body,
-    })
-    .to_string()
-    .into_bytes()
 }
 
 /// What the mirror serves in a round.
