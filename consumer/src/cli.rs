@@ -81,6 +81,14 @@ pub struct TopologyArgs {
     /// Default policy: the same minimum for pages whose URLs end in different names.
     #[arg(long, default_value_t = 0.9, env = "NEARDUP_MIN_JACCARD_RENAMED")]
     pub min_jaccard_renamed: f64,
+    /// Default policy: the same minimum for pages of one site whose URLs end in different names
+    /// (a site's own pages share its template and often its subject).
+    #[arg(
+        long,
+        default_value_t = 0.98,
+        env = "NEARDUP_MIN_JACCARD_RENAMED_ON_SITE"
+    )]
+    pub min_jaccard_renamed_on_site: f64,
     /// The canonical member of a cluster: criteria in order of precedence, from `earliest` (entered
     /// the cluster first), `https`, `shorter` (URL), `inlinks` (more pages in the window link to
     /// it; keeps every windowed page's out-links); arrival order breaks any tie left.
@@ -165,6 +173,7 @@ impl TopologyArgs {
                 max_pages: self.max_window_pages.max(1),
                 min_jaccard: self.min_jaccard,
                 min_jaccard_renamed: self.min_jaccard_renamed,
+                min_jaccard_renamed_on_site: self.min_jaccard_renamed_on_site,
                 ..defaults.near
             },
             // Replays turn it on; a long-running service does not keep every round's URLs.

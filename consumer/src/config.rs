@@ -99,6 +99,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_jaccard_renamed: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_jaccard_renamed_on_site: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub collections: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hm_veto: Option<f64>,
@@ -298,6 +300,12 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             f.min_jaccard_renamed,
             "min_jaccard_renamed"
         );
+        overlay!(
+            m,
+            a.min_jaccard_renamed_on_site,
+            f.min_jaccard_renamed_on_site,
+            "min_jaccard_renamed_on_site"
+        );
         overlay!(m, a.collections, f.collections, "collections");
         overlay!(m, a.hm_veto, f.hm_veto, "hm_veto", |v: &f64| parse_hm_veto(
             &v.to_string()
@@ -393,6 +401,7 @@ pub fn validate_topology(a: &TopologyArgs) -> Result<()> {
     for (key, v) in [
         ("min_jaccard", a.min_jaccard),
         ("min_jaccard_renamed", a.min_jaccard_renamed),
+        ("min_jaccard_renamed_on_site", a.min_jaccard_renamed_on_site),
     ] {
         if !(0.0..=1.0).contains(&v) {
             bail!(
@@ -498,6 +507,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             max_window_pages: Some(t.max_window_pages),
             min_jaccard: Some(t.min_jaccard),
             min_jaccard_renamed: Some(t.min_jaccard_renamed),
+            min_jaccard_renamed_on_site: Some(t.min_jaccard_renamed_on_site),
             collections: Some(t.collections),
             hm_veto: Some(t.hm_veto),
             mirrors: Some(t.mirrors),

@@ -11,7 +11,10 @@
 //! - with a page budget, the window never exceeds it and the pairs still match its contents.
 
 use neardup_schemas::{OutputKind, PairEvent, PairLevel, PairState};
-use neardup_topology::near::{compare, url_name, Fetch, NearConfig, NearIndex, Policy, Sketch};
+use neardup_topology::near::{
+    compare, url_name, Fetch, Naming, NearConfig, NearIndex, Policy, Sketch,
+};
+use neardup_topology::site;
 use neardup_topology::{Emitter, Topology};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -140,7 +143,14 @@ fn expected_pairs(
             }
             let (a, b) = (content(cx), content(cy));
             let (nx, ny) = (url_name(URLS[x]), url_name(URLS[y]));
-            let named = nx == 0 || ny == 0 || nx == ny;
+            let site_of = |u: &str| site::site(site::host(u)).to_ascii_lowercase();
+            let named = if nx == 0 || ny == 0 || nx == ny {
+                Naming::SameName
+            } else if site_of(URLS[x]) == site_of(URLS[y]) {
+                Naming::RenamedOnSite
+            } else {
+                Naming::Renamed
+            };
             if let Some(level) = cfg.verdict(&a, &b, &compare(&a, 0, &b, 0), named) {
                 out.insert((URLS[x].to_owned(), URLS[y].to_owned()), level);
             }
