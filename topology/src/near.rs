@@ -715,6 +715,24 @@ impl NearIndex {
         &self.page(slot).url
     }
 
+    /// Loads one byte of every cache line the verification reads of the records of `slots`,
+    /// before any is used. The index is bound by memory latency (a page's boilerplate sample
+    /// and its candidates are records scattered over the window); these loads do not depend on
+    /// each other, so the CPU overlaps their misses, which the longer verification loop cannot.
+    /// (A prefetch instruction would need `unsafe`, which the workspace forbids.)
+    fn touch_records(&self, slots: &[u32]) {
+        let mut acc = 0u64;
+        for &s in slots {
+            if let Some(Some(p)) = self.pages.get(s as usize) {
+                acc ^= u64::from(p.sketch.mins[0])
+                    ^ u64::from(p.sketch.mins[MINVALUES - 1])
+                    ^ p.sketch.simhash[5]
+                    ^ p.mask as u64;
+            }
+        }
+        std::hint::black_box(acc);
+    }
+
     fn page(&self, slot: u32) -> &Page {
         self.pages[slot as usize]
             .as_ref()
@@ -785,6 +803,7 @@ impl NearIndex {
                 candidates.push(*p);
             }
         }
+        self.touch_records(&candidates);
         let mut found: Vec<(Arc<str>, u32, PairInfo)> = Vec::new();
         for &c in &candidates {
             if c == slot {
@@ -1029,6 +1048,7 @@ impl NearIndex {
         // Twice the threshold, so that a position needs half of the smallest sample, not all.
         let mature = sampling && sample.len() >= 2 * self.cfg.boilerplate_min;
         if mature {
+            self.touch_records(&sample);
             let mut counts = [0u16; MINVALUES];
             for &c in &sample {
                 let agree = agreement(&self.page(c).sketch.mins, &sketch.mins);
