@@ -1013,8 +1013,16 @@ impl NearIndex {
         let mut sample = std::mem::take(&mut self.scratch);
         sample.clear();
         let per_bucket = 4 * self.cfg.boilerplate_sample;
-        for (i, &k) in keys.iter().enumerate() {
-            let bucket = self.table.get(k);
+        // Every key's bucket first, then one read of each (as `touch_records`): the table
+        // lookups miss the cache independently of each other, so the CPU overlaps them.
+        let mut buckets = [&[][..]; MAX_KEYS];
+        let mut acc = 0u32;
+        for (b, &k) in buckets.iter_mut().zip(keys) {
+            *b = self.table.get(k);
+            acc ^= b.first().copied().unwrap_or(0);
+        }
+        std::hint::black_box(acc);
+        for (i, &bucket) in buckets[..keys.len()].iter().enumerate() {
             let limit = if i == 0 {
                 self.cfg.max_pairs_per_join
             } else {
