@@ -285,41 +285,37 @@ impl Collections {
             })
             .collect();
         trivial.sort_by(|a, b| self.names[a[0] as usize].cmp(&self.names[b[0] as usize]));
-        // Every clustered page's trivial cluster, so that a host's copies of one document
-        // (served under two paths) count as one page.
-        let mut document: HashMap<u32, usize, StrBuild> = HashMap::default();
-        for (i, r) in trivial.iter().enumerate() {
-            for &p in r {
-                document.insert(p, i);
-            }
-        }
-        // Only clusters with copies on two or more hosts are replicas; copies on one host are
-        // that host's own duplicates (an auto-mirror), which the mirror stage reports. Left in,
-        // two copies of a page on a third host that every copy links to would satisfy the merge
-        // condition and pull that host into the collection.
-        let names = &self.names;
-        let spans_hosts = |r: &[u32]| {
-            let first = host_and_path(&names[r[0] as usize]).0;
-            r.iter()
-                .any(|&p| host_and_path(&names[p as usize]).0 != first)
-        };
-        let trivial: Vec<Vec<u32>> = trivial.into_iter().filter(|r| spans_hosts(r)).collect();
+        // Every clustered page's trivial cluster (also so that a host's copies of one document,
+        // served under two paths, count as one page).
         let mut of: HashMap<u32, usize, StrBuild> = HashMap::default();
         for (i, r) in trivial.iter().enumerate() {
             for &p in r {
                 of.insert(p, i);
             }
         }
+        // Only clusters with copies on two or more hosts are replicas; copies on one host are
+        // that host's own duplicates (an auto-mirror), which the mirror stage reports. Left in,
+        // two copies of a page on a third host that every copy links to would satisfy the merge
+        // condition and pull that host into the collection. The others take no part in the
+        // link summary, so they stay components of one and are no collection.
+        let replica: Vec<bool> = trivial
+            .iter()
+            .map(|r| {
+                let first = host_and_path(&self.names[r[0] as usize]).0;
+                r.iter()
+                    .any(|&p| host_and_path(&self.names[p as usize]).0 != first)
+            })
+            .collect();
         // 2. Link summary: (i, j) -> (sources in R_i, targets in R_j).
         let mut summary: HashMap<(usize, usize), (Pages, Pages), StrBuild> = HashMap::default();
-        for (i, r) in trivial.iter().enumerate() {
+        for (i, r) in trivial.iter().enumerate().filter(|(i, _)| replica[*i]) {
             for &p in r {
                 let Some(targets) = self.links.get(&p) else {
                     continue;
                 };
                 for t in targets.iter() {
                     if let Some(&j) = of.get(t) {
-                        if j != i {
+                        if j != i && replica[j] {
                             let e = summary.entry((i, j)).or_default();
                             e.0.insert(p);
                             e.1.insert(*t);
@@ -484,7 +480,7 @@ impl Collections {
                         let mut seen: HashSet<usize, StrBuild> = HashSet::default();
                         all.iter()
                             .filter(|(p, _)| roots.iter().any(|r| p.starts_with(r.as_str())))
-                            .filter(|(_, u)| document.get(u).is_none_or(|&d| seen.insert(d)))
+                            .filter(|(_, u)| of.get(u).is_none_or(|&d| seen.insert(d)))
                             .count()
                     });
                     // Pages that left the collections stage's view still count.
