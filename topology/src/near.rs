@@ -1234,11 +1234,9 @@ mod tests {
         assert_eq!(m.get(8), &[4, 5]);
     }
 
-    /// A pair agreeing on 80 of 84 min-values (Jaccard ≈ 0.95) is a pair under the same name
-    /// (0.7) and across sites under different names (0.9), not on one site under different
-    /// names (0.98).
-    #[test]
-    fn renamed_pages_of_one_site_need_more_agreement() {
+    /// Two sketches of different text that differ in their first `n` min-values only (equal
+    /// simhashes and supershingle fields).
+    fn differing_in_first(n: usize) -> (Sketch, Sketch) {
         let mut a = Sketch {
             mins: [0; MINVALUES],
             ss: [0; 6],
@@ -1253,9 +1251,18 @@ mod tests {
         let mut b = a.clone();
         b.checksum = 2;
         b.text = 2;
-        for m in b.mins.iter_mut().take(4) {
+        for m in b.mins.iter_mut().take(n) {
             *m = m.wrapping_add(100);
         }
+        (a, b)
+    }
+
+    /// A pair agreeing on 80 of 84 min-values (Jaccard ≈ 0.95) is a pair under the same name
+    /// (0.7) and across sites under different names (0.9), not on one site under different
+    /// names (0.98).
+    #[test]
+    fn renamed_pages_of_one_site_need_more_agreement() {
+        let (a, b) = differing_in_first(4);
         let c = compare(&a, 0, &b, 0);
         assert!((0.94..0.96).contains(&c.discounted_jaccard), "{c:?}");
         let cfg = NearConfig::default();
@@ -1279,24 +1286,7 @@ mod tests {
 
     #[test]
     fn boilerplate_positions_do_not_count() {
-        let mut a = Sketch {
-            mins: [0; MINVALUES],
-            ss: [0; 6],
-            simhash: [0; 6],
-            checksum: 1,
-            text: 1,
-            has_terms: true,
-        };
-        for (i, m) in a.mins.iter_mut().enumerate() {
-            *m = i as u8;
-        }
-        let mut b = a.clone();
-        b.checksum = 2;
-        b.text = 2;
-        // b differs from a on the first 20 positions only.
-        for m in b.mins.iter_mut().take(20) {
-            *m = m.wrapping_add(100);
-        }
+        let (a, b) = differing_in_first(20);
         let none = compare(&a, 0, &b, 0);
         assert_eq!(none.agreeing, 64);
         assert_eq!(none.support, 84);
