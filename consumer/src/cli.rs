@@ -72,7 +72,7 @@ pub struct TopologyArgs {
     /// round ends, or a day of event time), `very_similar` pairs whose HM signatures are this
     /// far apart or more (L∞, in (0, 1]) are retracted. 0 (the default) turns it off; it lowers
     /// recall on the benchmark (see the README).
-    #[arg(long, default_value_t = 0.0, value_parser = parse_hm_veto, env = "NEARDUP_HM_VETO")]
+    #[arg(long, default_value_t = 0.0, env = "NEARDUP_HM_VETO")]
     pub hm_veto: f64,
     /// Find mirrored hosts, aliases and auto-mirrors (`neardup.mirrors`); `--mirrors false`
     /// turns the stage off.
@@ -112,15 +112,6 @@ pub(crate) fn parse_hint_level(s: &str) -> Result<neardup_schemas::PairLevel, St
         "virtually_identical" => Ok(PairLevel::VirtuallyIdentical),
         other => Err(format!(
             "unknown hint level {other:?}; use very_similar or virtually_identical"
-        )),
-    }
-}
-
-pub(crate) fn parse_hm_veto(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(c) if (0.0..=1.0).contains(&c) => Ok(c),
-        _ => Err(format!(
-            "invalid HM veto tolerance {s:?}; use a number in (0, 1], or 0 to turn the veto off"
         )),
     }
 }

@@ -264,7 +264,7 @@ impl From<Size> for usize {
 
 /// Applies the file's `[topology]` under the flags and variables given.
 pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) -> Result<()> {
-    use crate::cli::{parse_hint_level, parse_hm_veto, parse_policy, parse_profile};
+    use crate::cli::{parse_hint_level, parse_policy, parse_profile};
     let in_topology = |e: anyhow::Error| e.context("in [topology]");
     (|| -> Result<()> {
         overlay!(m, a.window, f.window, "window");
@@ -307,9 +307,7 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             "min_jaccard_renamed_on_site"
         );
         overlay!(m, a.collections, f.collections, "collections");
-        overlay!(m, a.hm_veto, f.hm_veto, "hm_veto", |v: &f64| parse_hm_veto(
-            &v.to_string()
-        ));
+        overlay!(m, a.hm_veto, f.hm_veto, "hm_veto");
         overlay!(m, a.mirrors, f.mirrors, "mirrors");
         overlay!(m, a.canonical, f.canonical, "canonical", |v: &String| {
             v.parse::<neardup_topology::clusters::CanonicalPolicy>()
@@ -409,6 +407,13 @@ pub fn validate_topology(a: &TopologyArgs) -> Result<()> {
                 name(key)
             );
         }
+    }
+    if !(0.0..=1.0).contains(&a.hm_veto) {
+        bail!(
+            "{}: {} is not an HM distance in (0, 1]; 0 turns the veto off",
+            name("hm_veto"),
+            a.hm_veto
+        );
     }
     for (key, v) in [
         ("max_window_pages", a.max_window_pages),
