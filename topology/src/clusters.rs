@@ -32,7 +32,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 /// One criterion of the canonical (survivor) choice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum CanonicalCriterion {
     /// The member that entered the clustering first (its first live pair at this level).
     Earliest,
@@ -46,7 +46,7 @@ pub enum CanonicalCriterion {
 }
 
 /// The survivor policy: the criteria in order of precedence; arrival order breaks ties left.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct CanonicalPolicy(Vec<CanonicalCriterion>);
 
 impl Default for CanonicalPolicy {
@@ -138,7 +138,9 @@ impl std::fmt::Display for CanonicalPolicy {
 }
 
 /// The order of members for the canonical choice: smaller is preferred.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 struct Rank {
     key: [u64; 4],
     /// Arrival order: when the URL entered the clustering (its first pair since it last had
@@ -147,7 +149,7 @@ struct Rank {
     node: u32,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Cluster {
     id: Arc<str>,
     members: BTreeSet<Rank>,
@@ -159,7 +161,7 @@ impl Cluster {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Node {
     url: Arc<str>,
     /// When it entered the clustering (event time), for the `earliest` criterion.
@@ -170,7 +172,7 @@ struct Node {
 }
 
 /// Counters.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClusterStats {
     /// Clusters alive now.
     pub clusters: u64,
@@ -183,7 +185,7 @@ pub struct ClusterStats {
 }
 
 /// The clusters of one level.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Clusters {
     level: PairLevel,
     policy: CanonicalPolicy,
@@ -202,7 +204,7 @@ pub struct Clusters {
 /// A page moving between clusters. Cluster numbers are internal (not the public ids) and are
 /// never reused for another cluster. A move from a cluster to itself names the cluster's new
 /// canonical member when only its in-link rank changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Move {
     /// The page.
     pub url: Arc<str>,

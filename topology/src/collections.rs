@@ -45,7 +45,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Parameters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CollectionConfig {
     /// Use the extended merge condition for partial mirrors.
     pub extended: bool,
@@ -61,7 +61,7 @@ impl Default for CollectionConfig {
 pub type HostCopy = (String, Vec<String>, u64);
 
 /// A collection as last published.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Published {
     cardinality: u64,
     size: u64,
@@ -69,7 +69,7 @@ struct Published {
 }
 
 /// The collections stage.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Collections {
     cfg: CollectionConfig,
     ids: HashMap<Arc<str>, u32, StrBuild>,

@@ -47,7 +47,7 @@ pub const BUCKETS: [(u64, u64); 7] = [
 ];
 
 /// One round's clusters: URL -> group, group sizes (singletons included).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Snapshot {
     crawl_id: String,
     group: HashMap<Arc<str>, u32>,
@@ -55,7 +55,7 @@ struct Snapshot {
 }
 
 /// The figures of one round.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct RoundFigures {
     /// The round.
     pub crawl_id: String,
@@ -86,7 +86,7 @@ pub struct RoundFigures {
 /// pages of at least 450 characters: a cluster is a set of pages with the same paragraphs (as a
 /// multiset); a page is a near-duplicate at X % when it shares at least X % of the paragraphs of
 /// both itself and another page (shared / the larger count) and is no duplicate.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ParagraphFigures {
     /// Pages considered (with content, not short).
     pub documents: u64,
@@ -111,7 +111,7 @@ const PARAGRAPH_POSTING_CAP: usize = 200;
 pub const LARGEST: usize = 20;
 
 /// One cluster as the report lists it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ClusterView {
     /// Pages of the round in the cluster.
     pub size: u64,
@@ -124,7 +124,7 @@ pub struct ClusterView {
 }
 
 /// Seed 004 table 4 for one round.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct LinkGraphFigures {
     /// Entry pages (one per host).
     pub entry_pages: u64,
@@ -141,7 +141,7 @@ pub struct LinkGraphFigures {
 }
 
 /// Averages over the URLs of one round-1 size bucket.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct BucketFigures {
     /// Smallest round-1 cluster size in the bucket.
     pub min_size: u64,
@@ -158,7 +158,7 @@ pub struct BucketFigures {
 }
 
 /// The evolution tracker.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Evolution {
     current: Option<String>,
     pages: HashSet<Arc<str>>,

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// A URL's current entry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct UrlEntry {
     checksum: u128,
     /// Its place in the expiry order (which also holds its fetch time).
@@ -36,7 +36,7 @@ struct UrlEntry {
 }
 
 /// A member of a checksum group.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Member {
     /// When the URL was first seen with this content (event time).
     first_seen_ms: i64,
@@ -44,7 +44,7 @@ struct Member {
     ordinal: usize,
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 struct Group {
     /// Sorted by URL, so every iteration (and so every output) is deterministic.
     members: BTreeMap<Arc<str>, Member>,
@@ -52,7 +52,7 @@ struct Group {
 }
 
 /// Counters the index keeps (exposed as metrics and in summaries).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExactStats {
     /// URLs currently in the window.
     pub urls: u64,
@@ -67,7 +67,7 @@ pub struct ExactStats {
 }
 
 /// The exact-duplicate index.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct ExactIndex {
     window_ms: i64,
     max_pairs_per_join: usize,

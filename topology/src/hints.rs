@@ -20,7 +20,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// The hint state: what each URL was last told.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Hints {
     /// URL -> (canonical named in its last `keep`/`deprioritize`, the cluster id it named).
     last: HashMap<Arc<str>, (Arc<str>, Arc<str>)>,
@@ -30,7 +30,7 @@ pub struct Hints {
 }
 
 /// Counters.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HintStats {
     /// URLs whose current hint is `deprioritize`.
     pub deprioritized: u64,

@@ -13,16 +13,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What is kept of a fetch.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Fetch {
     checksum: u128,
     text_hash: u128,
+    #[serde(with = "serde_big_array::BigArray")]
     minvalues: [u16; MINVALUES],
     ticket: Ticket,
 }
 
 /// A fetch compared with the previous one of its URL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Change {
     /// When the previous fetch was made (ms since the epoch).
     pub previous_ms: i64,
@@ -37,7 +38,7 @@ pub struct Change {
 }
 
 /// The last fetch with content of every URL in the window.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct History {
     window_ms: i64,
     by_url: HashMap<Arc<str>, Fetch>,

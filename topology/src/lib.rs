@@ -20,6 +20,7 @@
 //! ```
 
 pub mod charset;
+pub mod checkpoint;
 pub mod clusters;
 pub mod collections;
 pub mod decode;
@@ -125,8 +126,24 @@ impl Config {
     }
 }
 
+impl Config {
+    /// A fingerprint of every parameter that shapes the topology's state (window, pair policy
+    /// and thresholds, canonical policy, hint level, mirrors, collections, HM veto, evolution and
+    /// the signature parameters), so that a checkpoint is never restored under other ones.
+    /// Decoding limits and `emit_minvalues` only change outputs and are left out.
+    pub fn state_fingerprint(&self) -> String {
+        let shaping = Config {
+            decode: DecodeLimits::default(),
+            emit_minvalues: false,
+            ..self.clone()
+        };
+        let desc = format!("{shaping:?}");
+        format!("s1-{:016x}", xxhash_rust::xxh3::xxh3_64(desc.as_bytes()))
+    }
+}
+
 /// Counters of what the topology has seen, for summaries and metrics.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     /// Input records.
     pub records: u64,

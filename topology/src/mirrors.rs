@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Parameters.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MirrorConfig {
     /// Shared pages (clusters) a host pair needs (FMN: 10).
     pub min_shared: u32,
@@ -59,13 +59,13 @@ type Host = Arc<str>;
 type PrefixPair = (Arc<str>, Arc<str>);
 
 /// What one cluster contributes to one host pair (hosts in sorted order).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Contribution {
     hosts: (Host, Host),
     prefixes: Option<PrefixPair>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct PairEvidence {
     shared: u32,
     agreeing: u32,
@@ -74,7 +74,7 @@ struct PairEvidence {
     reported_prefixes: Vec<[String; 2]>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct HostCopies {
     clusters: u32,
     session: u32,
@@ -83,14 +83,14 @@ struct HostCopies {
 }
 
 /// What one cluster contributes to one host's auto-mirror evidence.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct SelfCopy {
     host: Host,
     session: bool,
     prefixes: Option<PrefixPair>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct ClusterState {
     /// Members by host, each host's URLs sorted.
     by_host: BTreeMap<Host, Vec<Arc<str>>>,
@@ -99,7 +99,7 @@ struct ClusterState {
 }
 
 /// The mirror stage.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Mirrors {
     cfg: MirrorConfig,
     clusters: HashMap<u32, ClusterState>,

@@ -76,7 +76,9 @@ const PIECE_TABLE_BASE: u32 = 64;
 const MAX_KEYS: usize = 1 + BANDS + PIECES;
 
 /// Which pairs count as near-duplicates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Policy {
     /// Alg. B alone: >= 2 of 6 supershingles.
     AlgB,
@@ -122,7 +124,7 @@ impl Policy {
 }
 
 /// Parameters of the index and the policy.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NearConfig {
     /// The verification policy.
     pub policy: Policy,
@@ -173,9 +175,10 @@ impl Default for NearConfig {
 }
 
 /// What the index keeps of a page's signatures.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sketch {
     /// One byte per min-value.
+    #[serde(with = "serde_big_array::BigArray")]
     pub mins: [u8; MINVALUES],
     /// The top 16 bits of each supershingle.
     pub ss: [u16; SUPERSHINGLES],
@@ -430,7 +433,7 @@ fn same_name(a: u32, b: u32) -> bool {
 const SPILL: u32 = 1 << 31;
 
 /// `u32 key -> pages`, a unique key costing one map entry.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct MultiMap {
     map: HashMap<u32, u32, crate::hash::StrBuild>,
     spill: Vec<Vec<u32>>,
@@ -505,7 +508,7 @@ impl MultiMap {
 // The index
 // ------------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Page {
     sketch: Sketch,
     mask: u128,
@@ -522,7 +525,7 @@ struct Page {
     url: Arc<str>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 struct PairInfo {
     level: PairLevel,
     b: u8,
@@ -531,7 +534,7 @@ struct PairInfo {
 }
 
 /// Counters of the index (metrics and summaries).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NearStats {
     /// Pages in the window now.
     pub pages: u64,
@@ -556,7 +559,7 @@ pub struct NearStats {
 }
 
 /// A pair's change of state, for the stages downstream (clusters).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PairChange {
     /// One URL.
     pub a: Arc<str>,
@@ -582,11 +585,13 @@ pub struct Fetch<'a> {
 }
 
 /// The sliding-window sketch index with its live pairs.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct NearIndex {
     cfg: NearConfig,
     pages: Vec<Option<Page>>,
     free: Vec<u32>,
+    /// Rebuilt from `pages` after a restore, so the URL strings stay shared.
+    #[serde(skip)]
     by_url: HashMap<Arc<str>, u32, crate::hash::StrBuild>,
     sites: HashMap<Box<str>, u32>,
     table: MultiMap,
@@ -594,6 +599,7 @@ pub struct NearIndex {
     pairs: HashMap<(u32, u32), PairInfo, crate::hash::StrBuild>,
     partners: HashMap<u32, Vec<u32>, crate::hash::StrBuild>,
     stats: NearStats,
+    #[serde(skip)]
     scratch: Vec<u32>,
     /// The site of each slot (dense, so sampling a bucket does not touch page records).
     site_of: Vec<u32>,
@@ -601,6 +607,7 @@ pub struct NearIndex {
     seen: Vec<u32>,
     sighting: u32,
     fetches: u32,
+    #[serde(skip)]
     changes: Vec<PairChange>,
     /// Fetches before this event time are outside the window.
     horizon_ms: i64,
@@ -628,6 +635,16 @@ impl NearIndex {
             changes: Vec::new(),
             horizon_ms: i64::MIN,
         }
+    }
+
+    /// Rebuilds what a checkpoint leaves out (the URL map) after a restore.
+    pub(crate) fn after_restore(&mut self) {
+        self.by_url = self
+            .pages
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, p)| p.as_ref().map(|p| (p.url.clone(), slot as u32)))
+            .collect();
     }
 
     /// The pair changes since the last call, in the order their events were emitted.

@@ -7,7 +7,9 @@ use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Where an entry sits in the expiry order; keep it to move or remove the entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Ticket {
     at_ms: i64,
     seq: u64,
@@ -27,7 +29,7 @@ impl Ticket {
 /// Both keep their capacity, so a steady stream of re-fetches allocates nothing (a B-tree
 /// allocates a node every few inserts); stale tickets are compacted away once they outnumber the
 /// live ones, so memory stays proportional to the entries filed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Expiry<K> {
     heap: BinaryHeap<Reverse<Ticket>>,
     keys: HashMap<u64, K, BuildHasherDefault<SeqHasher>>,
