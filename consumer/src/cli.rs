@@ -238,6 +238,16 @@ pub struct RunArgs {
     /// Input records whose outputs may await acknowledgement at once (back-pressure bound).
     #[arg(long, default_value_t = 10_000, env = "NEARDUP_MAX_IN_FLIGHT")]
     pub max_in_flight: usize,
+    /// Keep checkpoints of the state (windows, clusters, host-pair evidence) with the input
+    /// offsets they reflect in this directory (a volume that outlives the process), so a restart
+    /// re-reads only the records after the last checkpoint. Off unless given: a restart then
+    /// re-reads each partition from its earliest record.
+    #[arg(long, env = "NEARDUP_CHECKPOINT_DIR", value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// How often a checkpoint is written (with --checkpoint-dir; also at shutdown). Input pauses
+    /// while the outputs in flight are acknowledged and the state is written.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, env = "NEARDUP_CHECKPOINT_INTERVAL")]
+    pub checkpoint_interval: Duration,
     /// How long shutdown may wait for in-flight outputs before it gives up (without committing them).
     #[arg(long, default_value = "30s", value_parser = parse_duration, env = "NEARDUP_DRAIN_TIMEOUT")]
     pub drain_timeout: Duration,

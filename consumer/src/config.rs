@@ -25,7 +25,7 @@ use clap::parser::ValueSource;
 use clap::ArgMatches;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The file's contents. Every key is optional: a missing key leaves the default.
@@ -56,6 +56,12 @@ pub struct FileConfig {
     /// Bound on the shutdown drain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain_timeout: Option<Dur>,
+    /// Checkpoint directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Checkpoint interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_interval: Option<Dur>,
     /// Stop at the end of the assigned partitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_at_end: Option<bool>,
@@ -339,6 +345,15 @@ pub fn apply_run(
     overlay!(m, a.commit_interval, f.commit_interval, "commit_interval");
     overlay!(m, a.max_in_flight, f.max_in_flight, "max_in_flight");
     overlay!(m, a.drain_timeout, f.drain_timeout, "drain_timeout");
+    if a.checkpoint_dir.is_none() {
+        a.checkpoint_dir = f.checkpoint_dir.clone();
+    }
+    overlay!(
+        m,
+        a.checkpoint_interval,
+        f.checkpoint_interval,
+        "checkpoint_interval"
+    );
     overlay!(m, a.exit_at_end, f.exit_at_end, "exit_at_end");
     overlay!(
         m,
@@ -498,6 +513,8 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         commit_interval: Some(Dur(a.commit_interval)),
         max_in_flight: Some(a.max_in_flight),
         drain_timeout: Some(Dur(a.drain_timeout)),
+        checkpoint_dir: a.checkpoint_dir.clone(),
+        checkpoint_interval: Some(Dur(a.checkpoint_interval)),
         exit_at_end: Some(a.exit_at_end),
         max_dead_letter_ratio: Some(a.max_dead_letter_ratio),
         dead_letter_window: Some(a.dead_letter_window),
@@ -607,12 +624,14 @@ mod tests {
     fn the_example_file_parses_and_lists_every_key() {
         let example = parse(include_str!("../neardup.example.toml")).unwrap();
         // Every key of the effective configuration (all set) appears in the example, except
-        // http_listen, which is off by default and shown commented out.
+        // http_listen and checkpoint_dir, which are off by default and shown commented out.
         let args = crate::cli::Cli::try_parse_from([
             "neardup",
             "run",
             "--http-listen",
             "x:1",
+            "--checkpoint-dir",
+            "/x",
             "--brokers",
             "localhost:9092",
         ])
@@ -623,6 +642,7 @@ mod tests {
         .unwrap();
         let mut all = keys(&effective(&args));
         all.remove("http_listen");
+        all.remove("checkpoint_dir");
         assert_eq!(
             keys(&example),
             all,
@@ -631,6 +651,7 @@ mod tests {
         // And its values are the defaults.
         let mut defaults = effective(&args);
         defaults.http_listen = None;
+        defaults.checkpoint_dir = None;
         let mut example = example;
         example.kafka.clear();
         assert_eq!(example, defaults);

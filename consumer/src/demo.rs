@@ -55,6 +55,8 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         commit_interval: Duration::from_millis(200),
         max_in_flight: 10_000,
         drain_timeout: Duration::from_secs(30),
+        checkpoint_dir: None,
+        checkpoint_interval: Duration::from_secs(300),
         max_dead_letter_ratio: 0.5,
         dead_letter_window: 1000,
     };

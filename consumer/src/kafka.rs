@@ -9,14 +9,20 @@
 //! new record of a partition is processed: the partition is re-read silently from its earliest
 //! retained offset up to the committed one, through the same deterministic topology, so the
 //! outputs that follow are the ones an uninterrupted run would have produced, with the same
-//! `event_id`s. Checkpoints that bound this re-read are the next step (issue 7). Until then, run one
-//! instance per consumer group; the topology is exactly reproducible for single-partition inputs,
-//! and for several partitions depends on how their records interleave.
+//! `event_id`s. With `--checkpoint-dir`, the state is restored from the last checkpoint first
+//! ([`crate::checkpoints`]) and each partition is re-read only from the offset the checkpoint
+//! reflects. A checkpoint is written every `--checkpoint-interval` and at shutdown, at a barrier:
+//! input pauses until every record read is applied and its outputs acknowledged, the offsets are
+//! committed, then the state is written with them, so a checkpoint never reflects a record whose
+//! outputs could be lost. Run one instance per consumer group; the topology is exactly
+//! reproducible for single-partition inputs, and for several partitions depends on how their
+//! records interleave.
 //!
 //! **Limit.** A producer error that librdkafka could not resolve by its own retries
 //! (`message.timeout.ms`) stops the process with an error, without committing the affected
 //! offsets: the records are processed again after a restart.
 
+use crate::checkpoints::Store;
 use crate::cli::RunArgs;
 use crate::http::ClusterQuery;
 use crate::telemetry::{self, Health};
@@ -62,6 +68,10 @@ pub struct KafkaOptions {
     pub max_in_flight: usize,
     /// Bound on the shutdown drain.
     pub drain_timeout: Duration,
+    /// Where checkpoints are kept (none: no checkpoints).
+    pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// How often one is written.
+    pub checkpoint_interval: Duration,
     /// The dead-letter guard: at most this share ...
     pub max_dead_letter_ratio: f64,
     /// ... of this many latest records.
@@ -80,6 +90,8 @@ impl From<&RunArgs> for KafkaOptions {
             commit_interval: a.commit_interval,
             max_in_flight: a.max_in_flight.max(1),
             drain_timeout: a.drain_timeout,
+            checkpoint_dir: a.checkpoint_dir.clone(),
+            checkpoint_interval: a.checkpoint_interval,
             max_dead_letter_ratio: a.max_dead_letter_ratio,
             dead_letter_window: a.dead_letter_window.max(1),
         }
@@ -231,7 +243,36 @@ pub async fn run(
 
     let topics = opts.output_topics();
     let cfg_for_pool = cfg.clone();
-    let mut topo = Topology::new(cfg);
+    let store = opts
+        .checkpoint_dir
+        .as_deref()
+        .map(Store::open)
+        .transpose()?;
+    // Per input partition, the offset the state reflects the records before (from a checkpoint).
+    let mut state_from: BTreeMap<i32, i64> = BTreeMap::new();
+    let loaded = match &store {
+        Some(s) => tokio::task::block_in_place(|| s.load(cfg.clone(), &opts.input_topic))?,
+        None => None,
+    };
+    let mut topo = match loaded {
+        Some((topo, header)) => {
+            info!(path = %store.as_ref().map(|s| s.path().display().to_string()).unwrap_or_default(),
+                offsets = ?header.offsets, watermark = ?header.watermark, records = header.records,
+                "state restored from the checkpoint");
+            state_from = header.offsets;
+            topo
+        }
+        None => Topology::new(cfg),
+    };
+    let mut checkpoint_tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + opts.checkpoint_interval,
+        opts.checkpoint_interval,
+    );
+    checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // While a checkpoint waits for the outputs in flight: when it gives up.
+    let mut checkpoint_due: Option<tokio::time::Instant> = None;
+    let mut last_checkpoint: Option<Instant> = None;
+    let checkpoint_age = gauge!("neardup_checkpoint_age_seconds");
     let mut restored: HashSet<i32> = HashSet::new();
     let mut restored_records = 0u64;
     let mut in_flight = FuturesOrdered::new();
@@ -247,6 +288,25 @@ pub async fn run(
     let in_flight_gauge = gauge!("neardup_in_flight_records");
 
     loop {
+        if let (Some(deadline), Some(store)) = (checkpoint_due, &store) {
+            if preparing.is_empty() && in_flight.is_empty() {
+                // Every record applied is acknowledged: commit, then the state with its offsets.
+                commit(
+                    &consumer,
+                    &opts.input_topic,
+                    &acked,
+                    &mut committed,
+                    CommitMode::Sync,
+                )?;
+                let offsets = state_offsets(&state_from, &restored, &acked);
+                write_checkpoint(store, &topo, &opts.input_topic, &offsets)?;
+                last_checkpoint = Some(Instant::now());
+                checkpoint_due = None;
+            } else if tokio::time::Instant::now() >= deadline {
+                warn!(pending = in_flight.len(), "checkpoint skipped: outputs in flight were not acknowledged in time (drain_timeout); input resumes");
+                checkpoint_due = None;
+            }
+        }
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -263,7 +323,15 @@ pub async fn run(
                 // The asker may have gone (a closed connection): nothing to do then.
                 let _ = q.reply.send(crate::http::answer(&topo, &q.url));
             }
+            _ = checkpoint_tick.tick(), if store.is_some() && checkpoint_due.is_none() => {
+                // Stop reading; the loop's head writes the checkpoint once the outputs of every
+                // record read are acknowledged.
+                checkpoint_due = Some(tokio::time::Instant::now() + opts.drain_timeout);
+            }
             _ = tick.tick() => {
+                if let Some(t) = last_checkpoint {
+                    checkpoint_age.set(t.elapsed().as_secs_f64());
+                }
                 commit(&consumer, &opts.input_topic, &acked, &mut committed, CommitMode::Async)?;
                 telemetry::record_topology(&topo);
                 in_flight_gauge.set(in_flight.len() as f64);
@@ -276,7 +344,7 @@ pub async fn run(
             }
             // Records are decoded and signed on the preparing threads, ahead, in parallel...
             msg = consumer.recv(), if in_flight.len() + preparing.len() < opts.max_in_flight
-                && preparing.len() < pool.depth() => match msg {
+                && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
                 Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
                 Ok(m) => {
@@ -292,7 +360,7 @@ pub async fn run(
                 let (payload, prepared) = ready.map_err(|_| anyhow!("a preparing thread stopped"))?;
                 if restored.insert(p) {
                     health.restoring.fetch_add(1, Ordering::Relaxed);
-                    let n = restore_partition(opts, &consumer, &mut topo, p, o);
+                    let n = restore_partition(opts, &consumer, &mut topo, p, state_from.get(&p).copied(), o);
                     health.restoring.fetch_sub(1, Ordering::Relaxed);
                     restored_records += n?;
                 }
@@ -338,6 +406,14 @@ pub async fn run(
         CommitMode::Sync,
     )?;
     info!(offsets = ?committed, "committed");
+    if let Some(store) = &store {
+        if in_flight.is_empty() {
+            let offsets = state_offsets(&state_from, &restored, &acked);
+            write_checkpoint(store, &topo, &opts.input_topic, &offsets)?;
+        } else {
+            warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
+        }
+    }
     telemetry::record_topology(&topo);
     Ok(RunOutcome {
         topology: topo,
@@ -533,18 +609,77 @@ fn all_at_end(consumer: &StreamConsumer<RunContext>, at_end: &HashSet<i32>) -> R
             .all(|e| at_end.contains(&e.partition())))
 }
 
+/// The input offsets the state reflects: those of the checkpoint it was restored from, moved on
+/// for every partition this run has restored and processed (all of whose records are
+/// acknowledged when this is called).
+fn state_offsets(
+    from: &BTreeMap<i32, i64>,
+    restored: &HashSet<i32>,
+    acked: &BTreeMap<i32, i64>,
+) -> BTreeMap<i32, i64> {
+    let mut offsets = from.clone();
+    for p in restored {
+        if let Some(&o) = acked.get(p) {
+            offsets.insert(*p, o);
+        }
+    }
+    offsets
+}
+
+fn write_checkpoint(
+    store: &Store,
+    topo: &Topology,
+    topic: &str,
+    offsets: &BTreeMap<i32, i64>,
+) -> Result<()> {
+    let t0 = Instant::now();
+    let bytes = tokio::task::block_in_place(|| {
+        let bytes = neardup_topology::checkpoint::write(topo, topic, offsets);
+        store.save(&bytes).map(|()| bytes.len())
+    })?;
+    let seconds = t0.elapsed().as_secs_f64();
+    histogram!("neardup_checkpoint_write_seconds").record(seconds);
+    gauge!("neardup_checkpoint_bytes").set(bytes as f64);
+    gauge!("neardup_checkpoint_age_seconds").set(0.0);
+    counter!("neardup_checkpoints_total").increment(1);
+    info!(?offsets, bytes, seconds, "checkpoint written");
+    Ok(())
+}
+
 /// Rebuilds the state partition `p` contributed before offset `first`: re-reads it silently
-/// from its earliest retained record. Returns the number of records re-read.
+/// from the offset the state already reflects (`state_from`, from a checkpoint), or else from
+/// its earliest retained record. Returns the number of records re-read.
 fn restore_partition(
     opts: &KafkaOptions,
     consumer: &StreamConsumer<RunContext>,
     topo: &mut Topology,
     p: i32,
+    state_from: Option<i64>,
     first: i64,
 ) -> Result<u64> {
     let (low, _high) = consumer
         .fetch_watermarks(&opts.input_topic, p, Duration::from_secs(30))
         .with_context(|| format!("cannot read the watermarks of {}/{p}", opts.input_topic))?;
+    let low = match state_from {
+        Some(from) if from > first => bail!(
+            "the checkpoint reflects {}/{p} up to offset {from}, but the group resumes at {first}: \
+             the checkpoint is ahead of the group's committed offset (were the group's offsets \
+             reset?). Remove the checkpoint file to rebuild the state from the topic, or reset \
+             the group to {from}",
+            opts.input_topic
+        ),
+        Some(from) if from < low => {
+            warn!(
+                partition = p,
+                checkpoint = from,
+                earliest = low,
+                "records after the checkpoint were deleted by retention: the state misses them"
+            );
+            low
+        }
+        Some(from) => from,
+        None => low,
+    };
     if first <= low {
         return Ok(0);
     }
