@@ -21,6 +21,9 @@
 //! | `neardup_in_flight_records` | gauge | |
 //! | `neardup_committed_offset` | gauge | `partition` |
 //! | `neardup_restored_records_total` | counter | |
+//! | `neardup_checkpoint_age_seconds`, `neardup_checkpoint_bytes` | gauge | |
+//! | `neardup_checkpoint_write_seconds` | histogram | |
+//! | `neardup_checkpoints_total` | counter | |
 //! | `neardup_consumer_lag` | gauge | `topic`, `partition` |
 //! | `neardup_brokers_up` | gauge | |
 

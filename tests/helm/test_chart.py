@@ -231,6 +231,11 @@ class ChartTest(unittest.TestCase):
         self.assertEqual((w["kind"], stage_of(w)), ("StatefulSet", "all"))
         self.assertNotIn("--stage", container(w)["args"])
         self.assertEqual(w["spec"]["volumeClaimTemplates"][0]["metadata"]["name"], "state")
+        # the state volume holds the checkpoints
+        args = container(w)["args"]
+        self.assertEqual(args[args.index("--checkpoint-dir") + 1], "/var/lib/neardup")
+        mounts = {m["name"]: m["mountPath"] for m in container(w)["volumeMounts"]}
+        self.assertEqual(mounts["state"], "/var/lib/neardup")
 
         split = render("split")
         kinds = {stage_of(w): w for w in split.workloads()}
@@ -244,6 +249,7 @@ class ChartTest(unittest.TestCase):
         for stage, w in kinds.items():
             args = container(w)["args"]
             self.assertEqual(args[args.index("--stage") + 1], stage)
+            self.assertEqual("--checkpoint-dir" in args, stage != "sign", stage)
         index_pvc = kinds["index"]["spec"]["volumeClaimTemplates"][0]["spec"]
         self.assertEqual(index_pvc["storageClassName"], "fast-ssd")
         self.assertEqual(index_pvc["resources"]["requests"]["storage"], "20Gi")

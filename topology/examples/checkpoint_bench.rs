@@ -1,0 +1,86 @@
+//! What a checkpoint costs on a real stream: its size per windowed page, the time to write and
+//! to restore it, against the time to rebuild the same state by re-reading the input (what a
+//! restart without a checkpoint does), all measured in the same run.
+//!
+//! ```text
+//! cargo run --release -p neardup-topology --example checkpoint_bench -- EVENTS.jsonl [--reps R]
+//! ```
+//!
+//! The whole file is processed (default configuration, collections on), then the state is
+//! checkpointed and restored R times (default 5); medians are printed. Times are of the
+//! serialization and parsing only (no disk): the consumer adds one file write and read.
+
+use neardup_schemas::Source;
+use neardup_topology::{checkpoint, Config, Topology};
+use std::collections::BTreeMap;
+use std::io::BufRead as _;
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let path = args
+        .first()
+        .expect("usage: checkpoint_bench EVENTS.jsonl [--reps R]");
+    let reps: usize = args
+        .iter()
+        .position(|a| a == "--reps")
+        .and_then(|i| args.get(i + 1))
+        .map(|r| r.parse().expect("--reps N"))
+        .unwrap_or(5);
+    let lines: Vec<Vec<u8>> = std::io::BufReader::new(std::fs::File::open(path).expect("open"))
+        .split(b'\n')
+        .map(|l| l.expect("read"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let cfg = Config {
+        collections: true,
+        ..Config::default()
+    };
+    let t0 = Instant::now();
+    let mut topo = Topology::new(cfg.clone());
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let src = Source::File {
+            file: path.clone(),
+            line: i as u64 + 1,
+        };
+        topo.process(line, &src, &mut out);
+        out.clear();
+    }
+    let rebuild = t0.elapsed().as_secs_f64();
+    let pages = topo.near_stats().pages;
+    let offsets = BTreeMap::from([(0, lines.len() as i64)]);
+
+    let (mut writes, mut restores) = (vec![], vec![]);
+    let mut size = 0;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let bytes = checkpoint::write(&topo, "bench", &offsets);
+        writes.push(t.elapsed().as_secs_f64());
+        size = bytes.len();
+        let t = Instant::now();
+        let (restored, _) = checkpoint::restore(cfg.clone(), "bench", &bytes).expect("restores");
+        restores.push(t.elapsed().as_secs_f64());
+        assert_eq!(restored.near_stats().pages, pages);
+    }
+    let (w, r) = (median(writes), median(restores));
+    println!("records                 {}", lines.len());
+    println!("windowed pages          {pages}");
+    println!(
+        "checkpoint size         {:.1} MiB, {:.0} bytes per windowed page",
+        size as f64 / (1 << 20) as f64,
+        size as f64 / pages.max(1) as f64
+    );
+    println!("write (median of {reps})     {:.3} s", w);
+    println!("restore (median of {reps})   {:.3} s", r);
+    println!("rebuild by re-reading    {rebuild:.3} s (once)");
+    println!(
+        "restore / rebuild        {:.4} (the share of a full re-read a restart from a checkpoint costs)",
+        r / rebuild
+    );
+}
