@@ -410,6 +410,74 @@ async fn sigterm_drains_commits_and_restart_loses_nothing() {
     interrupted_run("term", "-TERM").await;
 }
 
+/// A burst of malformed records in the middle of the stream (300 in a row, every kind of defect
+/// the sample has), with neardup killed in the middle of the burst and restarted: every output of
+/// an undisturbed run is there and nothing else, repeats are identical, and each record of the
+/// burst is one dead letter with its reason and offset. The burst stays under the dead-letter
+/// guard (a share of 0.5 of the last 1,000 records), so the run goes on past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
+    let s = Setup::new("burst").await;
+    let mut sample = big_sample();
+    let at = sample.records.len() / 2;
+    let kinds: Vec<(Vec<u8>, &str)> = sample
+        .bad_records
+        .iter()
+        .map(|&(i, reason)| (sample.records[i].clone(), reason))
+        .collect();
+    let burst: Vec<(Vec<u8>, &str)> = (0..300).map(|k| kinds[k % kinds.len()].clone()).collect();
+    for b in &mut sample.bad_records {
+        if b.0 >= at {
+            b.0 += burst.len();
+        }
+    }
+    sample
+        .bad_records
+        .extend((0..burst.len()).map(|k| (at + k, burst[k].1)));
+    sample.bad_records.sort();
+    sample
+        .records
+        .splice(at..at, burst.iter().map(|(r, _)| r.clone()));
+    s.produce(&sample).await;
+    let bad_before = sample.bad_records.iter().filter(|b| b.0 < at).count() as i64;
+
+    let mut first = s.spawn(&["--max-in-flight", "1"]);
+    let started = Instant::now();
+    while s.count(OutputKind::DeadLetter) < bad_before + 100 {
+        assert!(first.try_wait().unwrap().is_none(), "neardup exited early");
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill")
+        .args(["-KILL", &first.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    wait_exit(&mut first, Duration::from_secs(60));
+    let at_kill = s.count(OutputKind::DeadLetter);
+
+    let mut second = s.spawn(&["--exit-at-end"]);
+    assert!(wait_exit(&mut second, Duration::from_secs(120)).success());
+    let got = s.read_outputs();
+    let repeats = assert_no_loss_no_divergence(&got, &s.oracle(&sample));
+    // Each malformed record is a dead letter with its reason at its offset (repeats aside).
+    let mut dead: BTreeMap<i64, String> = BTreeMap::new();
+    for (_, v) in &got[&OutputKind::DeadLetter] {
+        let d: DeadLetterEvent = serde_json::from_slice(v).unwrap();
+        let Source::Kafka { offset, .. } = d.source else {
+            panic!("{:?}", d.source)
+        };
+        dead.insert(offset, d.reason.as_str().to_owned());
+    }
+    let want: BTreeMap<i64, String> = sample
+        .bad_records
+        .iter()
+        .map(|&(i, r)| (i as i64, r.to_owned()))
+        .collect();
+    assert_eq!(dead, want);
+    eprintln!("burst: killed at {at_kill} dead letters (burst from {bad_before}); {repeats} repeated outputs");
+}
+
 fn checkpoint_header(path: &std::path::Path) -> neardup_topology::checkpoint::Header {
     let bytes = std::fs::read(path).unwrap();
     neardup_topology::checkpoint::read_header(&bytes).unwrap().0
