@@ -597,12 +597,140 @@ struct PreparedPage {
 }
 
 /// What signing a page gives, before the window's history adds its change since the last fetch.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Signed {
     checksum: u128,
     text_hash: u128,
     b: sketch::minhash::BSketch,
+    /// As its JSON: it omits absent fields, which a format without field names cannot follow.
+    #[serde(with = "as_json")]
     content: ContentSignatures,
     sketch: near::Sketch,
+}
+
+/// A field carried as its JSON text inside a binary record.
+mod as_json {
+    use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Serialize, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        let json = serde_json::to_string(v).map_err(serde::ser::Error::custom)?;
+        json.serialize(s)
+    }
+
+    pub fn deserialize<'de, T: DeserializeOwned, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<T, D::Error> {
+        let json = String::deserialize(d)?;
+        serde_json::from_str(&json).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Layout of the internal records between the sign and index stages; bump on any change.
+const INTERNAL_FORMAT: u32 = 1;
+
+/// A signed page as the sign stage hands it to the index stage (the body stays behind: the
+/// signatures are all the rest of the topology reads of it).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct InternalPage {
+    format: u32,
+    /// [`Config::params_fingerprint`] of the signing configuration.
+    params: String,
+    url: String,
+    fetched_at: String,
+    fetched_at_ms: i64,
+    status: u16,
+    content_type: Option<String>,
+    ip: Option<String>,
+    crawl_id: Option<String>,
+    signed: Option<Signed>,
+}
+
+/// What the sign stage publishes for one input record.
+#[derive(Debug)]
+pub enum SignOutput {
+    /// A decodable record: the internal record for the index stage, keyed by URL.
+    Internal {
+        /// The page's URL (the record key, so one URL's fetches stay in one partition, in order).
+        key: String,
+        /// The encoded page with its signatures.
+        value: Vec<u8>,
+    },
+    /// A record that cannot be decoded: its dead letter.
+    DeadLetter(Emit),
+}
+
+/// Why an internal record cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("an internal record of the sign stage cannot be read ({0}); the sign and index stages must run the same neardup version and signature parameters")]
+pub struct InternalRecordError(String);
+
+impl Prepared {
+    /// The split topology's sign stage: the record for the index stage, or the dead letter of a
+    /// record that cannot be decoded (`raw` and `source` are the input record and where it came
+    /// from, for the dead letter).
+    pub fn into_sign_output(self, raw: &[u8], source: &Source, cfg: &Config) -> SignOutput {
+        match self.0 {
+            Ok(p) => {
+                let PreparedPage { page, signed } = *p;
+                let key = page.url.clone();
+                let internal = InternalPage {
+                    format: INTERNAL_FORMAT,
+                    params: cfg.params_fingerprint(),
+                    url: page.url,
+                    fetched_at: page.fetched_at,
+                    fetched_at_ms: page.fetched_at_ms,
+                    status: page.status,
+                    content_type: page.content_type,
+                    ip: page.ip,
+                    crawl_id: page.crawl_id,
+                    signed,
+                };
+                let value = postcard::to_stdvec(&internal).expect("a signed page serializes");
+                SignOutput::Internal { key, value }
+            }
+            Err(e) => {
+                let mut emitter = Emitter::new();
+                emitter.emit(e.into_dead_letter(raw, source, &cfg.decode));
+                let dead = emitter.drain().next().expect("one dead letter");
+                SignOutput::DeadLetter(dead)
+            }
+        }
+    }
+
+    /// The split topology's index stage: a page from the sign stage's internal record, ready for
+    /// [`Topology::apply`] (where it gives exactly what the original input record gives).
+    pub fn from_internal(value: &[u8], cfg: &Config) -> Result<Prepared, InternalRecordError> {
+        let (p, rest): (InternalPage, &[u8]) =
+            postcard::take_from_bytes(value).map_err(|e| InternalRecordError(e.to_string()))?;
+        if p.format != INTERNAL_FORMAT || !rest.is_empty() {
+            return Err(InternalRecordError(format!(
+                "format {} (this is {INTERNAL_FORMAT}), {} bytes left over",
+                p.format,
+                rest.len()
+            )));
+        }
+        if p.params != cfg.params_fingerprint() {
+            return Err(InternalRecordError(format!(
+                "signed under parameters {}, this stage's are {}",
+                p.params,
+                cfg.params_fingerprint()
+            )));
+        }
+        let page = PageEvent {
+            url: p.url,
+            fetched_at: p.fetched_at,
+            fetched_at_ms: p.fetched_at_ms,
+            status: p.status,
+            content_type: p.content_type,
+            ip: p.ip,
+            crawl_id: p.crawl_id,
+            body: None,
+        };
+        Ok(Prepared(Ok(Box::new(PreparedPage {
+            page,
+            signed: p.signed,
+        }))))
+    }
 }
 
 /// The stateless half of processing: decoding a record and signing its page depend only on

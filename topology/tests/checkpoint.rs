@@ -11,99 +11,13 @@
 
 use neardup_schemas::Source;
 use neardup_topology::checkpoint::{self, CheckpointError};
-use neardup_topology::clusters::CanonicalPolicy;
-use neardup_topology::{replicas, Config, Emit, Topology};
+use neardup_topology::{Config, Emit, Topology};
 use std::collections::BTreeMap;
 
 mod common;
-use common::{prose, record};
+use common::{everything_on as config, mixed_stream as stream};
 
 const TOPIC: &str = "crawl.pages";
-
-fn config() -> Config {
-    Config {
-        collections: true,
-        track_evolution: true,
-        hm_veto: Some(replicas::HmVeto::new(0.2)),
-        canonical: "inlinks,earliest"
-            .parse::<CanonicalPolicy>()
-            .expect("policy"),
-        ..Config::default()
-    }
-}
-
-/// Three weekly rounds of two sites' manuals, each mirrored on another host, with near-duplicate
-/// editions, links between pages, changes, 404s, garbage and finally a jump past the window.
-fn stream() -> Vec<Vec<u8>> {
-    let hosts = [
-        ("http://docs.alpha.example/manual", "192.0.2.1"),
-        ("http://mirror.beta.example/pub/alpha", "198.51.100.2"),
-        ("https://www.gamma.example/guide", "203.0.113.3"),
-        ("http://gamma-mirror.example/guide", "203.0.113.4"),
-    ];
-    let template = |site: usize, i: usize, text: &str, links: &str| {
-        format!(
-            "<html><head><title>Site {site} page {i}</title></head><body><div class=nav>Home Search \
-             About Contact {}</div>{links}<p>{text}</p><div>Footer of site {site}</div></body></html>",
-            prose(900 + site as u64, 30)
-        )
-    };
-    let mut lines = Vec::new();
-    let mut second = 0;
-    for round in 0..3u32 {
-        let day = 7 * round;
-        for (h, (host, ip)) in hosts.iter().enumerate() {
-            let site = h / 2;
-            for i in 0..12usize {
-                // Page 3 changes every round; page 5 of the mirrors lags a revision.
-                let rev = if i == 3 || (i == 5 && h % 2 == 1 && round > 0) {
-                    u64::from(round.saturating_sub(u32::from(h % 2 == 1 && i == 5)))
-                } else {
-                    0
-                };
-                let mut text = prose(10_000 * site as u64 + 100 * i as u64 + rev, 180);
-                if h % 2 == 1 && i % 4 == 0 {
-                    // A near-duplicate edition: a few words differ.
-                    text.push_str(&format!(" edition {}", prose(77 + i as u64, 6)));
-                }
-                let links: String = (0..3)
-                    .map(|k| format!("<a href=\"{host}/p{}.html\">next</a>", (i + k + 1) % 12))
-                    .collect();
-                let url = format!("{host}/p{i}.html");
-                let status = if round == 2 && h == 3 && i == 7 {
-                    404
-                } else {
-                    200
-                };
-                let body = if status == 200 {
-                    template(site, i, &text, &links)
-                } else {
-                    String::new()
-                };
-                lines.push(record(&url, day, second, status, ip, &body));
-                second += 7;
-                if i == 9 && h == 0 {
-                    lines.push(b"{\"url\": not json".to_vec());
-                    lines.push(record(
-                        "ftp://bad.example/x",
-                        day,
-                        second,
-                        200,
-                        ip,
-                        "<p>x</p>",
-                    ));
-                }
-            }
-        }
-    }
-    // Past the 14-day window of the first rounds: their pages leave, their pairs are retracted.
-    for i in 0..6usize {
-        let url = format!("http://late.example/p{i}.html");
-        let body = format!("<p>{}</p>", prose(5 + (i / 2) as u64, 150));
-        lines.push(record(&url, 40, i, 200, "192.0.2.99", &body));
-    }
-    lines
-}
 
 fn process(topo: &mut Topology, lines: &[Vec<u8>], first: usize, out: &mut Vec<Emit>) {
     for (n, line) in lines.iter().enumerate() {

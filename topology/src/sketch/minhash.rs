@@ -126,9 +126,10 @@ impl Default for Profile {
 }
 
 /// A page's Alg. B sketch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BSketch {
     /// The 84 min-values; each is the fingerprint of one shingle of the page.
+    #[serde(with = "serde_big_array::BigArray")]
     pub minvalues: [u64; MINVALUES],
     /// Supershingle i fingerprints `minvalues[14i..14i+14]` in order.
     pub supershingles: [u64; SUPERSHINGLES],

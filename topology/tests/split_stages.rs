@@ -1,0 +1,101 @@
+//! The split topology's sign and index stages, joined by their internal record, give exactly the
+//! outputs of the all-in-one topology: every input record is prepared and turned into the sign
+//! stage's output (an internal record, or the dead letter of a record that cannot be decoded),
+//! the internal records are read back and applied by a second topology, and the dead letters
+//! and that topology's outputs are compared, per output kind and in order, with one topology
+//! processing the input directly. Every stateful part is on.
+
+use neardup_schemas::{OutputKind, Source};
+use neardup_topology::{Emit, Prepared, Preparer, SignOutput, Topology};
+use std::collections::BTreeMap;
+
+mod common;
+use common::{everything_on, mixed_stream};
+
+fn by_kind(out: &[Emit]) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
+    let mut m: BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> = BTreeMap::new();
+    for e in out {
+        m.entry(e.kind)
+            .or_default()
+            .push((e.key.clone(), e.value.clone()));
+    }
+    m
+}
+
+#[test]
+fn sign_then_index_gives_the_all_in_one_outputs() {
+    let cfg = everything_on();
+    let lines = mixed_stream();
+    let src = |i: usize| Source::Kafka {
+        topic: "crawl.pages".into(),
+        partition: 0,
+        offset: i as i64,
+    };
+
+    let mut whole = Topology::new(cfg.clone());
+    let mut expected = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        whole.process(line, &src(i), &mut expected);
+    }
+
+    let mut preparer = Preparer::new(&cfg);
+    let mut index = Topology::new(cfg.clone());
+    let mut got = Vec::new();
+    let (mut internal, mut dead) = (0, 0);
+    for (i, line) in lines.iter().enumerate() {
+        match preparer.prepare(line).into_sign_output(line, &src(i), &cfg) {
+            SignOutput::DeadLetter(e) => {
+                assert_eq!(e.kind, OutputKind::DeadLetter);
+                dead += 1;
+                got.push(e);
+            }
+            SignOutput::Internal { key, value } => {
+                internal += 1;
+                assert!(line.windows(key.len()).any(|w| w == key.as_bytes()));
+                let prepared = Prepared::from_internal(&value, &cfg).expect("reads back");
+                index.apply(prepared, &[], &src(usize::MAX), &mut got);
+            }
+        }
+    }
+    assert!(
+        dead >= 2 && internal > 100,
+        "{dead} dead letters, {internal} pages"
+    );
+    let (want, got) = (by_kind(&expected), by_kind(&got));
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>()
+    );
+    for (kind, w) in &want {
+        assert!(
+            got[kind] == *w,
+            "{kind:?} outputs differ between split and all-in-one"
+        );
+    }
+}
+
+#[test]
+fn an_internal_record_of_other_parameters_or_damaged_is_refused() {
+    let cfg = everything_on();
+    let line = &mixed_stream()[0];
+    let src = Source::File {
+        file: "x".into(),
+        line: 1,
+    };
+    let SignOutput::Internal { value, .. } = Preparer::new(&cfg)
+        .prepare(line)
+        .into_sign_output(line, &src, &cfg)
+    else {
+        panic!("the first record is a page");
+    };
+    let mut other = cfg.clone();
+    other.signer.max_terms = 10;
+    let err = Prepared::from_internal(&value, &other)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("parameters"), "{err}");
+    let err = Prepared::from_internal(&value[..value.len() / 2], &cfg)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("same neardup version"), "{err}");
+}
