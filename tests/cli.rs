@@ -832,30 +832,47 @@ fn configuration_errors_name_the_setting() {
 }
 
 #[test]
-fn split_stages_are_known_to_the_configuration_check_but_refused_by_run() {
+fn stages_not_split_out_yet_are_known_to_the_configuration_check_but_refused_by_run() {
     // The Helm chart renders `--stage sign|index|cluster|mirror` for split deployments: the
-    // check accepts them (the chart's test runs it), and `run` refuses them with a clear error
-    // instead of quietly running the whole topology in every stage's pods.
+    // check accepts them all (the chart's test runs it), and `run` refuses the cluster and mirror
+    // stages, which the index stage still runs in its process, with a clear error instead of
+    // quietly running them twice.
     let check = neardup_env(
         &[
             "run",
             "--brokers",
             "k:1",
             "--stage",
-            "index",
+            "cluster",
             "--check-config",
         ],
         &[],
     );
     succeeded(&check);
-    assert!(String::from_utf8_lossy(&check.stderr).contains("split stages are not built yet"));
-    let run = neardup_env(&["run", "--brokers", "k:1", "--stage", "index"], &[]);
+    assert!(String::from_utf8_lossy(&check.stderr).contains("not split out yet"));
+    let run = neardup_env(&["run", "--brokers", "k:1", "--stage", "mirror"], &[]);
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(
-        err.contains("--stage index") && err.contains("--stage all"),
+        err.contains("--stage mirror")
+            && err.contains("--stage index")
+            && err.contains("--stage all"),
         "{err}"
     );
+    // sign and index pass the check without a warning.
+    let check = neardup_env(
+        &[
+            "run",
+            "--brokers",
+            "k:1",
+            "--stage",
+            "sign",
+            "--check-config",
+        ],
+        &[],
+    );
+    succeeded(&check);
+    assert!(!String::from_utf8_lossy(&check.stderr).contains("warning"));
     let bad = neardup_env(&["run", "--brokers", "k:1", "--stage", "shard"], &[]);
     assert!(String::from_utf8_lossy(&bad.stderr)
         .contains("possible values: all, sign, index, cluster, mirror"));

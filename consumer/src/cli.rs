@@ -184,9 +184,12 @@ impl TopologyArgs {
 pub enum Stage {
     /// Every stage in one process.
     All,
-    /// Decode and sign pages (stateless).
+    /// Decode and sign pages (stateless): input topic -> PREFIX + `internal.signed`, keyed by
+    /// URL (dead letters go straight to their topic). Scales with the input partitions.
     Sign,
-    /// The sliding-window sketch index and pair verification.
+    /// The sliding-window sketch index and pair verification, reading PREFIX + `internal.signed`
+    /// with the consumer group GROUP + `.index`; in this build it also runs the cluster and
+    /// mirror stages, and publishes every output but the dead letters.
     Index,
     /// The incremental near-duplicate clusters.
     Cluster,
@@ -206,8 +209,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub check_config: bool,
     /// Which part of the topology this process runs: `all` (every stage in one process, the
-    /// default). `sign`, `index`, `cluster` and `mirror`, the split stages connected by internal
-    /// topics (DESIGN.md §3), are accepted by `--check-config` but not built yet: `run` refuses them.
+    /// default), or `sign` and `index`, the split stages connected by the internal topic
+    /// PREFIX + `internal.signed` (DESIGN.md §3). `cluster` and `mirror` are accepted by
+    /// `--check-config` but not split out yet (`index` runs them): `run` refuses them.
     #[arg(long, value_enum, default_value_t = Stage::All, env = "NEARDUP_STAGE")]
     pub stage: Stage,
     /// Kafka bootstrap servers (required: here, in NEARDUP_BROKERS or in the file).

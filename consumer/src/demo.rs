@@ -57,6 +57,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         drain_timeout: Duration::from_secs(30),
         checkpoint_dir: None,
         checkpoint_interval: Duration::from_secs(300),
+        stage: crate::cli::Stage::All,
         max_dead_letter_ratio: 0.5,
         dead_letter_window: 1000,
     };

@@ -23,7 +23,7 @@
 //! offsets: the records are processed again after a restart.
 
 use crate::checkpoints::Store;
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, Stage};
 use crate::http::ClusterQuery;
 use crate::telemetry::{self, Health};
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -31,7 +31,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
 use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, Prepared, Preparer, Topology};
+use neardup_topology::{Emit, InternalRecordError, Prepared, Preparer, SignOutput, Topology};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
@@ -72,6 +72,8 @@ pub struct KafkaOptions {
     pub checkpoint_dir: Option<std::path::PathBuf>,
     /// How often one is written.
     pub checkpoint_interval: Duration,
+    /// The part of the topology this process runs.
+    pub stage: Stage,
     /// The dead-letter guard: at most this share ...
     pub max_dead_letter_ratio: f64,
     /// ... of this many latest records.
@@ -92,6 +94,7 @@ impl From<&RunArgs> for KafkaOptions {
             drain_timeout: a.drain_timeout,
             checkpoint_dir: a.checkpoint_dir.clone(),
             checkpoint_interval: a.checkpoint_interval,
+            stage: a.stage,
             max_dead_letter_ratio: a.max_dead_letter_ratio,
             dead_letter_window: a.dead_letter_window.max(1),
         }
@@ -105,6 +108,26 @@ impl KafkaOptions {
             .iter()
             .map(|k| (*k, format!("{}{}", self.output_prefix, k.short_name())))
             .collect()
+    }
+
+    /// The internal topic from the sign stage to the index stage.
+    pub fn internal_topic(&self) -> String {
+        format!("{}internal.signed", self.output_prefix)
+    }
+
+    /// These options as the stage reads its input: the index stage reads the internal topic
+    /// with a consumer group of its own.
+    fn for_stage(&self) -> KafkaOptions {
+        let mut o = self.clone();
+        if self.stage == Stage::Index {
+            o.input_topic = self.internal_topic();
+            o.group = format!("{}.index", self.group);
+        }
+        if self.stage == Stage::Sign {
+            // Nothing to keep: signing is stateless.
+            o.checkpoint_dir = None;
+        }
+        o
     }
 
     fn client_config(&self, defaults: &[(&str, &str)]) -> ClientConfig {
@@ -208,6 +231,7 @@ pub async fn run(
     mut queries: mpsc::Receiver<ClusterQuery>,
     health: Arc<Health>,
 ) -> Result<RunOutcome> {
+    let opts = &opts.for_stage();
     let started = Instant::now();
     let eof = if opts.exit_at_end { "true" } else { "false" };
     let consumer: StreamConsumer<RunContext> = opts
@@ -283,7 +307,8 @@ pub async fn run(
     let mut out: Vec<Emit> = Vec::new();
     let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
     let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "apply");
-    let mut pool = PreparePool::new(&cfg_for_pool);
+    let mut pool = PreparePool::new(&cfg_for_pool, opts.stage);
+    let internal_topic = opts.internal_topic();
     let mut preparing = FuturesOrdered::new();
     let in_flight_gauge = gauge!("neardup_in_flight_records");
 
@@ -358,13 +383,25 @@ pub async fn run(
             // ... and applied to the topology in the order they were read.
             Some((p, o, ready)) = preparing.next(), if !preparing.is_empty() => {
                 let (payload, prepared) = ready.map_err(|_| anyhow!("a preparing thread stopped"))?;
+                let prepared = prepared.map_err(|e| anyhow!("{e} ({}/{p} offset {o}, not committed)", opts.input_topic))?;
+                let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
+                if opts.stage == Stage::Sign {
+                    let (topic, key, value, dead) = match prepared.into_sign_output(&payload, &src, &cfg_for_pool) {
+                        SignOutput::Internal { key, value } => (&internal_topic, key, value, false),
+                        SignOutput::DeadLetter(e) => (&topics[&e.kind], e.key, e.value, true),
+                    };
+                    guard.record(dead)
+                        .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
+                    let delivery = send_raw(&producer, topic, &key, &value).await?;
+                    in_flight.push_back(acknowledged(vec![delivery], p, o).boxed());
+                    continue;
+                }
                 if restored.insert(p) {
                     health.restoring.fetch_add(1, Ordering::Relaxed);
                     let n = restore_partition(opts, &consumer, &mut topo, p, state_from.get(&p).copied(), o);
                     health.restoring.fetch_sub(1, Ordering::Relaxed);
                     restored_records += n?;
                 }
-                let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
                 let t0 = Instant::now();
                 let dead_before = topo.stats().dead_letter_total();
                 topo.apply(prepared, &payload, &src, &mut out);
@@ -422,8 +459,12 @@ pub async fn run(
     })
 }
 
+/// What preparing one record gives: the record, and its decoded and signed page (or, in the
+/// index stage, the page read back from the sign stage's internal record).
+type PrepareResult = (Vec<u8>, Result<Prepared, InternalRecordError>);
+
 /// A record to prepare, and where its result goes (with the record, for applying it).
-type PrepareJob = (Vec<u8>, tokio::sync::oneshot::Sender<(Vec<u8>, Prepared)>);
+type PrepareJob = (Vec<u8>, tokio::sync::oneshot::Sender<PrepareResult>);
 
 /// Threads that decode and sign records (one [`Preparer`] each) ahead of the run loop, which
 /// applies the results to the topology in input order: the outputs are those of processing
@@ -435,12 +476,13 @@ struct PreparePool {
 
 impl PreparePool {
     /// One thread per core.
-    fn new(cfg: &neardup_topology::Config) -> Self {
+    fn new(cfg: &neardup_topology::Config, stage: Stage) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let jobs = (0..cores)
             .map(|i| {
                 let (tx, rx) = std::sync::mpsc::channel::<PrepareJob>();
                 let mut preparer = Preparer::new(cfg);
+                let cfg = cfg.clone();
                 let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
                 std::thread::Builder::new()
                     .name(format!("neardup-prepare-{i}"))
@@ -448,7 +490,10 @@ impl PreparePool {
                         // Ends when the pool (the sender) is dropped.
                         while let Ok((raw, reply)) = rx.recv() {
                             let t0 = Instant::now();
-                            let prepared = preparer.prepare(&raw);
+                            let prepared = match stage {
+                                Stage::Index => Prepared::from_internal(&raw, &cfg),
+                                _ => Ok(preparer.prepare(&raw)),
+                            };
                             seconds.record(t0.elapsed().as_secs_f64());
                             // The run loop may have stopped waiting: nothing to do then.
                             let _ = reply.send((raw, prepared));
@@ -467,10 +512,7 @@ impl PreparePool {
     }
 
     /// Hands a record to the next thread; the answer carries the record back with its result.
-    fn submit(
-        &mut self,
-        raw: Vec<u8>,
-    ) -> Result<tokio::sync::oneshot::Receiver<(Vec<u8>, Prepared)>> {
+    fn submit(&mut self, raw: Vec<u8>) -> Result<tokio::sync::oneshot::Receiver<PrepareResult>> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.next = (self.next + 1) % self.jobs.len();
         self.jobs[self.next]
@@ -531,8 +573,18 @@ impl DeadLetterGuard {
 
 /// Hands one record to the producer, waiting while its queue is full.
 async fn send(producer: &FutureProducer, topic: &str, e: &Emit) -> Result<DeliveryFuture> {
+    send_raw(producer, topic, &e.key, &e.value).await
+}
+
+/// Hands one record to the producer, waiting while its queue is full.
+async fn send_raw(
+    producer: &FutureProducer,
+    topic: &str,
+    key: &str,
+    value: &[u8],
+) -> Result<DeliveryFuture> {
     loop {
-        match producer.send_result(FutureRecord::to(topic).key(&e.key).payload(&e.value)) {
+        match producer.send_result(FutureRecord::to(topic).key(key).payload(value)) {
             Ok(f) => return Ok(f),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                 tokio::time::sleep(Duration::from_millis(5)).await;

@@ -49,9 +49,11 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
         }
         Command::Run(mut args) => {
             config::resolve_run(&mut args, sub("run"))?;
-            let split = args.stage != neardup::cli::Stage::All;
-            let not_built = "split stages are not built yet (issue 7): this build runs the whole \
-                             topology in one process; use --stage all (the default)";
+            use neardup::cli::Stage;
+            let split = matches!(args.stage, Stage::Cluster | Stage::Mirror);
+            let not_built = "the cluster and mirror stages are not split out yet (issue 7): \
+                             --stage index runs them in its process; use --stage sign and \
+                             --stage index, or --stage all (the default)";
             if args.check_config {
                 if split {
                     eprintln!("neardup: warning: the configuration is valid, but {not_built}");
