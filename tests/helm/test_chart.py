@@ -36,7 +36,7 @@ FULL = f"{RELEASE}-neardup"  # the chart's full name for this release
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas.
 KUBE_VERSIONS = ("1.25.0", "1.37.0")
 CRD_KINDS = {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"}
-STAGES = ("sign", "index", "cluster", "mirror")
+STAGES = ("sign", "index")
 
 
 def tool(name):
@@ -242,7 +242,7 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(sorted(kinds), sorted(STAGES))
         self.assertEqual(kinds["sign"]["kind"], "Deployment")
         self.assertEqual(kinds["sign"]["spec"]["replicas"], 3)
-        for stage in ("index", "cluster", "mirror"):
+        for stage in ("index",):
             self.assertEqual(kinds[stage]["kind"], "StatefulSet", stage)
             self.assertEqual(kinds[stage]["spec"]["serviceName"], f"{FULL}-{stage}-headless")
             split.one("Service", f"{FULL}-{stage}-headless")
@@ -253,10 +253,10 @@ class ChartTest(unittest.TestCase):
         index_pvc = kinds["index"]["spec"]["volumeClaimTemplates"][0]["spec"]
         self.assertEqual(index_pvc["storageClassName"], "fast-ssd")
         self.assertEqual(index_pvc["resources"]["requests"]["storage"], "20Gi")
-        self.assertEqual(kinds["index"]["spec"]["replicas"], 2)
-        # persistence off: the state directory is an emptyDir, no claim
-        self.assertNotIn("volumeClaimTemplates", kinds["mirror"]["spec"])
-        vols = {v["name"]: v for v in kinds["mirror"]["spec"]["template"]["spec"]["volumes"]}
+        self.assertEqual(kinds["index"]["spec"]["replicas"], 1)
+        # no persistence: the state directory is an emptyDir, no claim
+        self.assertNotIn("volumeClaimTemplates", kinds["sign"]["spec"])
+        vols = {v["name"]: v for v in kinds["sign"]["spec"]["template"]["spec"]["volumes"]}
         self.assertEqual(vols["state"], {"name": "state", "emptyDir": {}})
         self.assertEqual(container(kinds["sign"])["resources"]["requests"]["cpu"], "1")
         self.assertEqual(container(kinds["index"])["resources"]["requests"]["cpu"], "500m")
@@ -464,7 +464,7 @@ class ChartTest(unittest.TestCase):
                     self.assertIn(f"port-forward svc/{FULL} 9090", notes)
                     (target,) = re.findall(r"exec (\S+) -- neardup run", notes)
                     self.assertIn(target, names)
-                    self.assertEqual("split stages yet" in notes, variant in ("split", "keda", "sasl"))
+                    self.assertEqual("internal.signed" in notes, variant in ("split", "keda", "sasl"))
 
     def test_readme_documents_every_value(self):
         out = subprocess.run(

@@ -50,7 +50,8 @@ The stages this release runs, as a list of names: `all`, or the four split stage
 order.
 */}}
 {{- define "neardup.stageNames" -}}
-{{- if .Values.split }}sign index cluster mirror{{ else }}all{{ end }}
+{{- /* cluster and mirror run inside the index stage until neardup splits them out */}}
+{{- if .Values.split }}sign index{{ else }}all{{ end }}
 {{- end }}
 
 {{/* Name of one stage's workload: full name and stage. */}}
