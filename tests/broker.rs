@@ -512,6 +512,96 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
     eprintln!("burst: killed at {at_kill} dead letters (burst from {bad_before}); {repeats} repeated outputs");
 }
 
+/// A second instance joins the consumer group mid-stream and leaves again (SIGTERM): the
+/// partition moves to it and back (its client id sorts first, so the range assignor gives it the
+/// one partition). Every output of an undisturbed run arrives and nothing else, repeats are
+/// identical, and no input is processed into two different results: the first instance flushes
+/// and commits before it releases the partition, the second restores the state up to there, and
+/// the first, given the partition back, brings its state up to date from where it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_joining_and_leaving_loses_nothing() {
+    let s = Setup::new("rebalance").await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+    let dir = std::env::temp_dir().join(format!("neardup-rebalance-{}", s.group));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let slow = ["--max-in-flight", "1"];
+    let mut a = s.spawn_logged(&[&slow[..], &["-X", "client.id=zz-first"]].concat(), &log_a);
+    let wait_for = |n: i64, what: &str| {
+        let started = Instant::now();
+        while s.count(OutputKind::Signatures) < n {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "no progress: {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for(total_signatures / 4, "first instance");
+    let mut b = s.spawn_logged(
+        &[&slow[..], &["-X", "client.id=aa-second"]].concat(),
+        &log_b,
+    );
+    // The second instance takes the partition over and makes progress of its own.
+    let started = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(&log_b).unwrap_or_default();
+        if log.contains("state restored") || log.contains("re-reading the partition") {
+            break;
+        }
+        assert!(
+            b.try_wait().unwrap().is_none(),
+            "second instance exited:\n{log}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the second instance never took the partition:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let at_handover = s.count(OutputKind::Signatures);
+    wait_for(at_handover + total_signatures / 8, "second instance");
+    assert!(Command::new("kill")
+        .args(["-TERM", &b.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(
+        wait_exit(&mut b, Duration::from_secs(60)).success(),
+        "{}",
+        std::fs::read_to_string(&log_b).unwrap()
+    );
+    // The first instance gets the partition back and finishes; then it is stopped.
+    wait_for(total_signatures * 3 / 4, "first instance again");
+    assert!(Command::new("kill")
+        .args(["-TERM", &a.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(&mut a, Duration::from_secs(60)).success());
+    // A final run finishes whatever is left.
+    let mut last = s.spawn(&["--exit-at-end"]);
+    assert!(wait_exit(&mut last, Duration::from_secs(120)).success());
+
+    let log_a = std::fs::read_to_string(&log_a).unwrap();
+    assert!(
+        log_a.contains("partition released"),
+        "the first instance never released the partition:\n{log_a}"
+    );
+    assert!(
+        log_a.contains("flushed and offsets committed before the partitions are released"),
+        "{log_a}"
+    );
+    for line in log_a.lines().filter(|l| l.contains("partition") || l.contains("restor")) {
+        eprintln!("first instance: {line}");
+    }
+    let repeats = assert_no_loss_no_divergence(&s.read_outputs(), &s.oracle(&sample));
+    eprintln!("rebalance: handed over at {at_handover}/{total_signatures} signatures; {repeats} repeated outputs");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn checkpoint_header(path: &std::path::Path) -> neardup_topology::checkpoint::Header {
     let bytes = std::fs::read(path).unwrap();
     neardup_topology::checkpoint::read_header(&bytes).unwrap().0

@@ -159,9 +159,19 @@ pub fn check_clients(opts: &KafkaOptions) -> Result<()> {
     Ok(())
 }
 
-/// Logs partition assignments and revocations, keeps [`Health`] and the lag metrics current.
+/// Logs partition assignments and revocations, keeps [`Health`] and the lag metrics current,
+/// and hands partitions over cleanly when the group rebalances: before a partition is released,
+/// every output already produced is flushed and the offsets of the records applied are committed
+/// (so the next owner starts exactly where this instance stopped), and the run loop is told to
+/// stop applying that partition's records.
 pub struct RunContext {
     health: Arc<Health>,
+    producer: FutureProducer,
+    /// Per input partition, the offset after the last record applied (kept by the run loop).
+    applied: Arc<std::sync::Mutex<BTreeMap<i32, i64>>>,
+    /// Partitions revoked since the run loop last looked.
+    revoked: Arc<std::sync::Mutex<Vec<i32>>>,
+    flush_timeout: Duration,
 }
 
 impl ClientContext for RunContext {
@@ -184,6 +194,42 @@ impl ClientContext for RunContext {
 }
 
 impl ConsumerContext for RunContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(tpl) = rebalance else {
+            return;
+        };
+        // The run loop is inside `recv` (which runs this callback), so every record it applied
+        // has all its outputs with the producer: once they are flushed, their offsets may be
+        // committed. If the flush fails, nothing is committed: the next owner starts earlier
+        // and repeats outputs (with the same ids), which at-least-once allows.
+        let applied = self.applied.lock().expect("applied offsets").clone();
+        let mut offsets = TopicPartitionList::new();
+        for e in tpl.elements() {
+            if let Some(&next) = applied.get(&e.partition()) {
+                let _ =
+                    offsets.add_partition_offset(e.topic(), e.partition(), Offset::Offset(next));
+            }
+        }
+        match rdkafka::producer::Producer::flush(&self.producer, self.flush_timeout) {
+            Ok(()) if offsets.count() > 0 => match consumer.commit(&offsets, CommitMode::Sync) {
+                Ok(()) => {
+                    info!(offsets = ?partitions(&offsets), "outputs flushed and offsets committed before the partitions are released")
+                }
+                Err(e) => {
+                    warn!(error = %e, "commit before releasing partitions failed; the next owner repeats some outputs")
+                }
+            },
+            Ok(()) => {}
+            Err(e) => {
+                warn!(error = %e, "flush before releasing partitions failed; the next owner repeats some outputs")
+            }
+        }
+        self.revoked
+            .lock()
+            .expect("revoked partitions")
+            .extend(tpl.elements().iter().map(|e| e.partition()));
+    }
+
     fn post_rebalance(&self, _c: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) => {
@@ -234,6 +280,16 @@ pub async fn run(
     let opts = &opts.for_stage();
     let started = Instant::now();
     let eof = if opts.exit_at_end { "true" } else { "false" };
+    let producer: FutureProducer = opts
+        .client_config(&[
+            ("acks", "all"),
+            ("linger.ms", "5"),
+            ("message.timeout.ms", "120000"),
+        ])
+        .create()
+        .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
+    let applied_shared: Arc<std::sync::Mutex<BTreeMap<i32, i64>>> = Arc::default();
+    let revoked_shared: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
     let consumer: StreamConsumer<RunContext> = opts
         .client_config(&[
             ("group.id", &opts.group),
@@ -250,16 +306,12 @@ pub async fn run(
         ])
         .create_with_context(RunContext {
             health: health.clone(),
+            producer: producer.clone(),
+            applied: applied_shared.clone(),
+            revoked: revoked_shared.clone(),
+            flush_timeout: opts.drain_timeout,
         })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
-    let producer: FutureProducer = opts
-        .client_config(&[
-            ("acks", "all"),
-            ("linger.ms", "5"),
-            ("message.timeout.ms", "120000"),
-        ])
-        .create()
-        .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
     consumer
         .subscribe(&[&opts.input_topic])
         .with_context(|| format!("cannot subscribe to {}", opts.input_topic))?;
@@ -303,6 +355,12 @@ pub async fn run(
     let mut acked: BTreeMap<i32, i64> = BTreeMap::new();
     let mut committed: BTreeMap<i32, i64> = BTreeMap::new();
     let mut at_end: HashSet<i32> = HashSet::new();
+    // Per partition, how many times it was revoked: records and acknowledgements of an earlier
+    // ownership are dropped.
+    let mut epoch: BTreeMap<i32, u32> = BTreeMap::new();
+    // Partitions this instance owned before and applied further than their next owner
+    // committed: records below `state_from` were applied and their outputs delivered here.
+    let mut ahead: HashSet<i32> = HashSet::new();
     let mut tick = tokio::time::interval(opts.commit_interval);
     let mut out: Vec<Emit> = Vec::new();
     let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
@@ -313,6 +371,19 @@ pub async fn run(
     let in_flight_gauge = gauge!("neardup_in_flight_records");
 
     loop {
+        take_revocations(
+            &revoked_shared,
+            &applied_shared,
+            &mut Ownership {
+                epoch: &mut epoch,
+                restored: &mut restored,
+                acked: &mut acked,
+                committed: &mut committed,
+                at_end: &mut at_end,
+                state_from: &mut state_from,
+                ahead: &mut ahead,
+            },
+        );
         if let (Some(deadline), Some(store)) = (checkpoint_due, &store) {
             if preparing.is_empty() && in_flight.is_empty() {
                 // Every record applied is acknowledged: commit, then the state with its offsets.
@@ -341,8 +412,10 @@ pub async fn run(
                 }
             }
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                let (p, o): (i32, i64) = done?;
-                acked.insert(p, o + 1);
+                let (p, o, e): (i32, i64, u32) = done?;
+                if epoch.get(&p).copied().unwrap_or(0) == e {
+                    acked.insert(p, o + 1);
+                }
             }
             Some(q) = queries.recv() => {
                 // The asker may have gone (a closed connection): nothing to do then.
@@ -373,16 +446,34 @@ pub async fn run(
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
                 Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
                 Ok(m) => {
+                    take_revocations(
+                        &revoked_shared,
+                        &applied_shared,
+                        &mut Ownership {
+                            epoch: &mut epoch,
+                            restored: &mut restored,
+                            acked: &mut acked,
+                            committed: &mut committed,
+                            at_end: &mut at_end,
+                            state_from: &mut state_from,
+                            ahead: &mut ahead,
+                        },
+                    );
                     let (p, o) = (m.partition(), m.offset());
+                    let e = epoch.get(&p).copied().unwrap_or(0);
                     health.broker_up.store(true, Ordering::Relaxed);
                     at_end.remove(&p);
                     let ready = pool.submit(m.payload().unwrap_or(&[]).to_vec())?;
-                    preparing.push_back(async move { (p, o, ready.await) }.boxed());
+                    preparing.push_back(async move { (p, o, e, ready.await) }.boxed());
                 }
             },
             // ... and applied to the topology in the order they were read.
-            Some((p, o, ready)) = preparing.next(), if !preparing.is_empty() => {
+            Some((p, o, e, ready)) = preparing.next(), if !preparing.is_empty() => {
                 let (payload, prepared) = ready.map_err(|_| anyhow!("a preparing thread stopped"))?;
+                if epoch.get(&p).copied().unwrap_or(0) != e {
+                    // Read before the partition was revoked: its next owner processes it.
+                    continue;
+                }
                 let prepared = prepared.map_err(|e| anyhow!("{e} ({}/{p} offset {o}, not committed)", opts.input_topic))?;
                 let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
                 if opts.stage == Stage::Sign {
@@ -393,14 +484,26 @@ pub async fn run(
                     guard.record(dead)
                         .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
                     let delivery = send_raw(&producer, topic, &key, &value).await?;
-                    in_flight.push_back(acknowledged(vec![delivery], p, o).boxed());
+                    in_flight.push_back(acknowledged(vec![delivery], p, o, e).boxed());
+                    applied_shared.lock().expect("applied offsets").insert(p, o + 1);
                     continue;
                 }
                 if restored.insert(p) {
                     health.restoring.fetch_add(1, Ordering::Relaxed);
-                    let n = restore_partition(opts, &consumer, &mut topo, p, state_from.get(&p).copied(), o);
+                    let from = state_from.get(&p).copied();
+                    let n = match from {
+                        // Applied here before the partition went away and came back.
+                        Some(from) if ahead.contains(&p) && from > o => Ok(0),
+                        _ => restore_partition(opts, &consumer, &mut topo, p, from, o),
+                    };
                     health.restoring.fetch_sub(1, Ordering::Relaxed);
                     restored_records += n?;
+                }
+                if ahead.contains(&p) && state_from.get(&p).is_some_and(|&from| o < from) {
+                    // Already applied (and its outputs delivered) before the partition was
+                    // revoked: only its offset moves on.
+                    in_flight.push_back(futures::future::ready(Ok((p, o, e))).boxed());
+                    continue;
                 }
                 let t0 = Instant::now();
                 let dead_before = topo.stats().dead_letter_total();
@@ -412,7 +515,8 @@ pub async fn run(
                 for e in out.drain(..) {
                     deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
                 }
-                in_flight.push_back(acknowledged(deliveries, p, o).boxed());
+                in_flight.push_back(acknowledged(deliveries, p, o, e).boxed());
+                applied_shared.lock().expect("applied offsets").insert(p, o + 1);
             }
         }
     }
@@ -422,8 +526,10 @@ pub async fn run(
     while !in_flight.is_empty() {
         match tokio::time::timeout_at(deadline, in_flight.next()).await {
             Ok(Some(done)) => {
-                let (p, o) = done?;
-                acked.insert(p, o + 1);
+                let (p, o, e) = done?;
+                if epoch.get(&p).copied().unwrap_or(0) == e {
+                    acked.insert(p, o + 1);
+                }
             }
             Ok(None) => break,
             Err(_) => {
@@ -595,7 +701,12 @@ async fn send_raw(
 }
 
 /// Resolves when every delivery of input `(p, o)` is acknowledged; fails on the first failure.
-async fn acknowledged(deliveries: Vec<DeliveryFuture>, p: i32, o: i64) -> Result<(i32, i64)> {
+async fn acknowledged(
+    deliveries: Vec<DeliveryFuture>,
+    p: i32,
+    o: i64,
+    epoch: u32,
+) -> Result<(i32, i64, u32)> {
     for d in deliveries {
         match d.await {
             Ok(Ok(_)) => {}
@@ -607,7 +718,45 @@ async fn acknowledged(deliveries: Vec<DeliveryFuture>, p: i32, o: i64) -> Result
             Err(_) => bail!("the producer was dropped before acknowledging input partition {p} offset {o}"),
         }
     }
-    Ok((p, o))
+    Ok((p, o, epoch))
+}
+
+/// What the run loop knows about the partitions it owns.
+struct Ownership<'a> {
+    epoch: &'a mut BTreeMap<i32, u32>,
+    restored: &'a mut HashSet<i32>,
+    acked: &'a mut BTreeMap<i32, i64>,
+    committed: &'a mut BTreeMap<i32, i64>,
+    at_end: &'a mut HashSet<i32>,
+    state_from: &'a mut BTreeMap<i32, i64>,
+    ahead: &'a mut HashSet<i32>,
+}
+
+/// Forgets the partitions revoked since the last call: their records still on the way are
+/// dropped (the next owner reads them from the committed offset), their offsets are no longer
+/// committed here, and the state's position in each is remembered, so that if the partition
+/// comes back the state is brought up to date from there (re-reading what the other owner
+/// processed) instead of from the partition's start.
+fn take_revocations(
+    revoked: &std::sync::Mutex<Vec<i32>>,
+    applied: &std::sync::Mutex<BTreeMap<i32, i64>>,
+    own: &mut Ownership<'_>,
+) {
+    let gone: Vec<i32> = std::mem::take(&mut *revoked.lock().expect("revoked partitions"));
+    let applied = applied.lock().expect("applied offsets");
+    for p in gone {
+        *own.epoch.entry(p).or_default() += 1;
+        own.acked.remove(&p);
+        own.committed.remove(&p);
+        own.at_end.remove(&p);
+        if own.restored.remove(&p) {
+            if let Some(&next) = applied.get(&p) {
+                own.state_from.insert(p, next);
+                own.ahead.insert(p);
+            }
+        }
+        info!(partition = p, state_at = ?own.state_from.get(&p), "partition released");
+    }
 }
 
 fn commit(
