@@ -14,7 +14,10 @@
 //! reflects. A checkpoint is written every `--checkpoint-interval` and at shutdown, at a barrier:
 //! input pauses until every record read is applied and its outputs acknowledged, the offsets are
 //! committed, then the state is written with them, so a checkpoint never reflects a record whose
-//! outputs could be lost. Run one instance per consumer group; the topology is exactly
+//! outputs could be lost. On a rebalance, a partition is released only after the outputs of
+//! every record applied are flushed and its offsets committed ([`RunContext`]), and a partition
+//! that comes back has the state brought up to date from where this instance stopped. Run one
+//! instance per consumer group (the state spans every partition); the topology is exactly
 //! reproducible for single-partition inputs, and for several partitions depends on how their
 //! records interleave.
 //!
