@@ -594,7 +594,10 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
         log_a.contains("flushed and offsets committed before the partitions are released"),
         "{log_a}"
     );
-    for line in log_a.lines().filter(|l| l.contains("partition") || l.contains("restor")) {
+    for line in log_a
+        .lines()
+        .filter(|l| l.contains("partition") || l.contains("restor"))
+    {
         eprintln!("first instance: {line}");
     }
     let repeats = assert_no_loss_no_divergence(&s.read_outputs(), &s.oracle(&sample));
