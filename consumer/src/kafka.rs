@@ -373,20 +373,27 @@ pub async fn run(
     let mut preparing = FuturesOrdered::new();
     let in_flight_gauge = gauge!("neardup_in_flight_records");
 
+    // Forgets the partitions revoked since it last ran (see `take_revocations`).
+    macro_rules! take_revocations {
+        () => {
+            take_revocations(
+                &revoked_shared,
+                &applied_shared,
+                &mut Ownership {
+                    epoch: &mut epoch,
+                    restored: &mut restored,
+                    acked: &mut acked,
+                    committed: &mut committed,
+                    at_end: &mut at_end,
+                    state_from: &mut state_from,
+                    ahead: &mut ahead,
+                },
+            )
+        };
+    }
+
     loop {
-        take_revocations(
-            &revoked_shared,
-            &applied_shared,
-            &mut Ownership {
-                epoch: &mut epoch,
-                restored: &mut restored,
-                acked: &mut acked,
-                committed: &mut committed,
-                at_end: &mut at_end,
-                state_from: &mut state_from,
-                ahead: &mut ahead,
-            },
-        );
+        take_revocations!();
         if let (Some(deadline), Some(store)) = (checkpoint_due, &store) {
             if preparing.is_empty() && in_flight.is_empty() {
                 // Every record applied is acknowledged: commit, then the state with its offsets.
@@ -415,8 +422,8 @@ pub async fn run(
                 }
             }
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                let (p, o, e): (i32, i64, u32) = done?;
-                if epoch.get(&p).copied().unwrap_or(0) == e {
+                let (p, o, era): (i32, i64, u32) = done?;
+                if epoch.get(&p).copied().unwrap_or(0) == era {
                     acked.insert(p, o + 1);
                 }
             }
@@ -449,31 +456,19 @@ pub async fn run(
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
                 Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
                 Ok(m) => {
-                    take_revocations(
-                        &revoked_shared,
-                        &applied_shared,
-                        &mut Ownership {
-                            epoch: &mut epoch,
-                            restored: &mut restored,
-                            acked: &mut acked,
-                            committed: &mut committed,
-                            at_end: &mut at_end,
-                            state_from: &mut state_from,
-                            ahead: &mut ahead,
-                        },
-                    );
+                    take_revocations!();
                     let (p, o) = (m.partition(), m.offset());
-                    let e = epoch.get(&p).copied().unwrap_or(0);
+                    let era = epoch.get(&p).copied().unwrap_or(0);
                     health.broker_up.store(true, Ordering::Relaxed);
                     at_end.remove(&p);
                     let ready = pool.submit(m.payload().unwrap_or(&[]).to_vec())?;
-                    preparing.push_back(async move { (p, o, e, ready.await) }.boxed());
+                    preparing.push_back(async move { (p, o, era, ready.await) }.boxed());
                 }
             },
             // ... and applied to the topology in the order they were read.
-            Some((p, o, e, ready)) = preparing.next(), if !preparing.is_empty() => {
+            Some((p, o, era, ready)) = preparing.next(), if !preparing.is_empty() => {
                 let (payload, prepared) = ready.map_err(|_| anyhow!("a preparing thread stopped"))?;
-                if epoch.get(&p).copied().unwrap_or(0) != e {
+                if epoch.get(&p).copied().unwrap_or(0) != era {
                     // Read before the partition was revoked: its next owner processes it.
                     continue;
                 }
@@ -487,7 +482,7 @@ pub async fn run(
                     guard.record(dead)
                         .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
                     let delivery = send_raw(&producer, topic, &key, &value).await?;
-                    in_flight.push_back(acknowledged(vec![delivery], p, o, e).boxed());
+                    in_flight.push_back(acknowledged(vec![delivery], p, o, era).boxed());
                     applied_shared.lock().expect("applied offsets").insert(p, o + 1);
                     continue;
                 }
@@ -505,7 +500,7 @@ pub async fn run(
                 if ahead.contains(&p) && state_from.get(&p).is_some_and(|&from| o < from) {
                     // Already applied (and its outputs delivered) before the partition was
                     // revoked: only its offset moves on.
-                    in_flight.push_back(futures::future::ready(Ok((p, o, e))).boxed());
+                    in_flight.push_back(futures::future::ready(Ok((p, o, era))).boxed());
                     continue;
                 }
                 let t0 = Instant::now();
@@ -518,7 +513,7 @@ pub async fn run(
                 for e in out.drain(..) {
                     deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
                 }
-                in_flight.push_back(acknowledged(deliveries, p, o, e).boxed());
+                in_flight.push_back(acknowledged(deliveries, p, o, era).boxed());
                 applied_shared.lock().expect("applied offsets").insert(p, o + 1);
             }
         }
@@ -529,8 +524,8 @@ pub async fn run(
     while !in_flight.is_empty() {
         match tokio::time::timeout_at(deadline, in_flight.next()).await {
             Ok(Some(done)) => {
-                let (p, o, e) = done?;
-                if epoch.get(&p).copied().unwrap_or(0) == e {
+                let (p, o, era) = done?;
+                if epoch.get(&p).copied().unwrap_or(0) == era {
                     acked.insert(p, o + 1);
                 }
             }
