@@ -7,14 +7,19 @@
 # has 15). tansu does not create its schema: tests/tansu-0.6.0-postgres-schema.sql is
 # etc/initdb.d/010-schema.sql at tag v0.6.0 of github.com/tansu-io/tansu (Apache-2.0).
 #
-# usage: tests/kafka-pg-broker.sh install | start PORT CLUSTER_ID | kill | stop
+# usage: tests/kafka-pg-broker.sh install | start PORT CLUSTER_ID [--authentication] |
+#                                 user PORT NAME PASSWORD | kill PORT | stop
 #   install  builds tansu (cargo install, about 18 minutes on 2 cores, once per machine) and
 #            unpacks PostgreSQL 17 into NEARDUP_PG_BROKER_DIR (default /var/tmp/neardup-pg-broker,
 #            outside the checkout so a clean clone does not build it again, readable by the
 #            unprivileged account PostgreSQL runs as)
 #   start    starts PostgreSQL (once) and a tansu broker on 127.0.0.1:PORT with its own cluster
 #            id (each test its own cluster in one database); prints the bootstrap address
-#   kill     SIGKILLs the broker started last (PostgreSQL keeps its data)
+#            --authentication: clients must authenticate (SASL SCRAM-SHA-512; tansu 0.6.0 offers
+#            no PLAIN, and its --cert/--key flags conflict with each other, so no TLS either)
+#   user     creates a SCRAM user through the broker on PORT (kept in PostgreSQL, so it is
+#            there when the broker restarts with --authentication)
+#   kill     SIGKILLs the broker on PORT (PostgreSQL keeps its data)
 #   stop     stops the broker and PostgreSQL
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,7 +65,7 @@ pg_start() {
   if ! "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PGPORT"; then
     [ -f "$RUN/pg/data/PG_VERSION" ] || as_pg "'$PGBIN/initdb' -D '$RUN/pg/data' -U postgres --auth=trust -E UTF8 >/dev/null"
     # No fsync: the test kills the broker, not PostgreSQL.
-    as_pg "'$PGBIN/pg_ctl' -D '$RUN/pg/data' -l '$RUN/pg/pg.log' -w -o \"-p $PGPORT -k '$RUN/pg' -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off\" start >/dev/null"
+    as_pg "'$PGBIN/pg_ctl' -D '$RUN/pg/data' -l '$RUN/pg/pg.log' -w -o \"-p $PGPORT -k '$RUN/pg' -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off\" start >/dev/null" 9>&-  # the server must not inherit the start lock
   fi
   local psql="$PGBIN/psql -h 127.0.0.1 -p $PGPORT -v ON_ERROR_STOP=1 -q"
   if ! $psql -U postgres -d postgres -tAc "select 1 from pg_database where datname = 'tansu'" | grep -q 1; then
@@ -70,31 +75,37 @@ pg_start() {
 }
 
 start() {
-  local port=$1 cluster=$2
+  local port=$1 cluster=$2 auth=${3:-}
   install
-  pg_start
+  # Tests start brokers in parallel: one of them starts PostgreSQL and creates the database.
+  mkdir -p "$RUN"
+  ( flock 9; pg_start ) 9>"$RUN/pg.lock"
   "$TANSU" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
-      --cluster-id "$cluster" \
-      --storage-engine "postgres://tansu:tansu@127.0.0.1:$PGPORT/tansu" >>"$RUN/tansu-$port.log" 2>&1 &
-  echo $! >"$RUN/tansu.pid"
+      --cluster-id "$cluster" $auth \
+      --storage-engine "postgres://tansu:tansu@127.0.0.1:$PGPORT/tansu" >"$RUN/tansu-$port.log" 2>&1 &
+  echo $! >"$RUN/tansu-$port.pid"
   for _ in $(seq 1 300); do
-    if "$TANSU" topic list --broker "tcp://127.0.0.1:$port" >/dev/null 2>&1; then
+    # (not `tansu topic list`: with --authentication it is refused)
+    if grep -q "ready in" "$RUN/tansu-$port.log" 2>/dev/null; then
       echo "127.0.0.1:$port"; return 0
     fi
-    kill -0 "$(cat "$RUN/tansu.pid")" 2>/dev/null || { tail -20 "$RUN/tansu-$port.log" >&2; return 1; }
+    kill -0 "$(cat "$RUN/tansu-$port.pid")" 2>/dev/null || { tail -20 "$RUN/tansu-$port.log" >&2; return 1; }
     sleep 0.1
   done
   echo "tansu (postgres) not ready on $port after 30 s" >&2; return 1
 }
 
 kill_broker() {
-  [ -f "$RUN/tansu.pid" ] || return 0
-  kill -KILL "$(cat "$RUN/tansu.pid")" 2>/dev/null || true
-  rm -f "$RUN/tansu.pid"
+  local pidfile="$RUN/tansu-$1.pid"
+  [ -f "$pidfile" ] || return 0
+  kill -KILL "$(cat "$pidfile")" 2>/dev/null || true
+  rm -f "$pidfile"
 }
 
 stop() {
-  kill_broker
+  for pidfile in "$RUN"/tansu-*.pid; do
+    [ -f "$pidfile" ] && { kill "$(cat "$pidfile")" 2>/dev/null || true; rm -f "$pidfile"; }
+  done
   [ -x "$PGBIN/pg_ctl" ] && [ -f "$RUN/pg/data/postmaster.pid" ] && \
     as_pg "'$PGBIN/pg_ctl' -D '$RUN/pg/data' -m fast -w stop >/dev/null" || true
 }
@@ -103,7 +114,8 @@ cmd=${1:-}; shift || true
 case "$cmd" in
   install) install ;;
   start) start "$@" ;;
-  kill) kill_broker ;;
+  user) "$TANSU" user create --broker "tcp://127.0.0.1:$1" "$2" "$3" >&2 ;;
+  kill) kill_broker "$1" ;;
   stop) stop ;;
-  *) echo "usage: $0 install | start PORT CLUSTER_ID | kill | stop" >&2; exit 2 ;;
+  *) echo "usage: $0 install | start PORT CLUSTER_ID [--authentication] | user PORT NAME PASSWORD | kill PORT | stop" >&2; exit 2 ;;
 esac

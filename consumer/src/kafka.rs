@@ -175,6 +175,8 @@ pub struct RunContext {
     /// Partitions revoked since the run loop last looked.
     revoked: Arc<std::sync::Mutex<Vec<i32>>>,
     flush_timeout: Duration,
+    /// An error retrying cannot cure (rejected credentials), for the run loop to stop on.
+    fatal: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl ClientContext for RunContext {
@@ -185,6 +187,13 @@ impl ClientContext for RunContext {
     fn error(&self, error: KafkaError, reason: &str) {
         if matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown)) {
             self.health.broker_up.store(false, Ordering::Relaxed);
+        }
+        if matches!(error, KafkaError::Global(RDKafkaErrorCode::Authentication)) {
+            *self.fatal.lock().expect("fatal error") = Some(format!(
+                "the broker rejected neardup's credentials ({reason}); check the kafka properties \
+                 security.protocol, sasl.mechanism, sasl.username and sasl.password \
+                 (NEARDUP_KAFKA_SASL_PASSWORD)"
+            ));
         }
         // End-of-partition is expected with --exit-at-end and is handled by the loop.
         if !matches!(
@@ -293,6 +302,7 @@ pub async fn run(
         .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
     let applied_shared: Arc<std::sync::Mutex<BTreeMap<i32, i64>>> = Arc::default();
     let revoked_shared: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
+    let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let consumer: StreamConsumer<RunContext> = opts
         .client_config(&[
             ("group.id", &opts.group),
@@ -313,6 +323,7 @@ pub async fn run(
             applied: applied_shared.clone(),
             revoked: revoked_shared.clone(),
             flush_timeout: opts.drain_timeout,
+            fatal: fatal.clone(),
         })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
     consumer
@@ -394,6 +405,9 @@ pub async fn run(
 
     loop {
         take_revocations!();
+        if let Some(why) = fatal.lock().expect("fatal error").take() {
+            bail!("{why}; stopping without committing what is in flight");
+        }
         if let (Some(deadline), Some(store)) = (checkpoint_due, &store) {
             if preparing.is_empty() && in_flight.is_empty() {
                 // Every record applied is acknowledged: commit, then the state with its offsets.
