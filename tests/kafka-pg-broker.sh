@@ -24,7 +24,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${NEARDUP_PG_BROKER_DIR:-/var/tmp/neardup-pg-broker}"
-RUN="$ROOT/.ci/pg-broker"
+# Data and logs of the running PostgreSQL and brokers: beside the binaries, not in the checkout,
+# which may sit where the unprivileged PostgreSQL account cannot reach (under /root).
+RUN="$DIR/run"
 PGPORT="${NEARDUP_PG_PORT:-55439}"
 PG_VER=17.11.0
 PGBIN="$DIR/pg17/postgresql-$PG_VER-x86_64-unknown-linux-gnu/bin"
