@@ -534,7 +534,17 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     std::fs::create_dir_all(&dir).unwrap();
     let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
     let slow = ["--max-in-flight", "1"];
-    let mut a = s.spawn_logged(&[&slow[..], &["-X", "client.id=zz-first"]].concat(), &log_a);
+    // The first instance keeps checkpoints: one follows each release.
+    let ckpt = dir.join("checkpoints");
+    let ckpt_arg = ckpt.to_str().unwrap();
+    let mut a = s.spawn_logged(
+        &[
+            &slow[..],
+            &["-X", "client.id=zz-first", "--checkpoint-dir", ckpt_arg],
+        ]
+        .concat(),
+        &log_a,
+    );
     let wait_for = |n: i64, what: &str| {
         let started = Instant::now();
         while s.count(OutputKind::Signatures) < n {
@@ -599,6 +609,13 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     assert!(
         log_a.contains("flushed and offsets committed before the partitions are released"),
         "{log_a}"
+    );
+    // A checkpoint follows the release, before the partition comes back.
+    let released = log_a.find("partition released").unwrap();
+    let back = released + log_a[released..].find("re-reading the partition").unwrap();
+    assert!(
+        log_a[released..back].contains("checkpoint written"),
+        "no checkpoint between the release and the partition's return:\n{log_a}"
     );
     for line in log_a
         .lines()

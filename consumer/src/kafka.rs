@@ -384,10 +384,11 @@ pub async fn run(
     let mut preparing = FuturesOrdered::new();
     let in_flight_gauge = gauge!("neardup_in_flight_records");
 
-    // Forgets the partitions revoked since it last ran (see `take_revocations`).
+    // Forgets the partitions revoked since it last ran (see `take_revocations`); with checkpoints,
+    // a checkpoint follows, so the state as it was when the partitions left is kept too.
     macro_rules! take_revocations {
         () => {
-            take_revocations(
+            if take_revocations(
                 &revoked_shared,
                 &applied_shared,
                 &mut Ownership {
@@ -399,7 +400,11 @@ pub async fn run(
                     state_from: &mut state_from,
                     ahead: &mut ahead,
                 },
-            )
+            ) && store.is_some()
+                && checkpoint_due.is_none()
+            {
+                checkpoint_due = Some(tokio::time::Instant::now() + opts.drain_timeout);
+            }
         };
     }
 
@@ -753,8 +758,9 @@ fn take_revocations(
     revoked: &std::sync::Mutex<Vec<i32>>,
     applied: &std::sync::Mutex<BTreeMap<i32, i64>>,
     own: &mut Ownership<'_>,
-) {
+) -> bool {
     let gone: Vec<i32> = std::mem::take(&mut *revoked.lock().expect("revoked partitions"));
+    let any = !gone.is_empty();
     let applied = applied.lock().expect("applied offsets");
     for p in gone {
         *own.epoch.entry(p).or_default() += 1;
@@ -769,6 +775,7 @@ fn take_revocations(
         }
         info!(partition = p, state_at = ?own.state_from.get(&p), "partition released");
     }
+    any
 }
 
 fn commit(
