@@ -50,19 +50,19 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
         Command::Run(mut args) => {
             config::resolve_run(&mut args, sub("run"))?;
             use neardup::cli::Stage;
-            let split = matches!(args.stage, Stage::Cluster | Stage::Mirror);
+            let refused = matches!(args.stage, Stage::Cluster | Stage::Mirror);
             let not_built = "the cluster and mirror stages are not split out yet (issue 7): \
                              --stage index runs them in its process; use --stage sign and \
                              --stage index, or --stage all (the default)";
             if args.check_config {
-                if split {
+                if refused {
                     eprintln!("neardup: warning: the configuration is valid, but {not_built}");
                 }
                 kafka::check_clients(&(&args).into())?;
                 print!("{}", config::to_toml(&config::effective(&args)));
                 return Ok(());
             }
-            if split {
+            if refused {
                 anyhow::bail!(
                     "--stage {}: {not_built}",
                     format!("{:?}", args.stage).to_lowercase()
