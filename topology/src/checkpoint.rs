@@ -17,11 +17,9 @@
 //! Offsets are the *next* offset to read in each input partition: the state reflects every
 //! record before them and none after.
 
-use crate::{clusters, collections, evolution, exact, hash, hints, history, inlinks, mirrors};
-use crate::{near, Config, Stats, Topology};
+use crate::{Config, State, Topology};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
 /// The layout of the header and body. Bump on any change to a serialized structure.
 pub const FORMAT: u32 = 1;
@@ -92,64 +90,10 @@ pub enum CheckpointError {
     Damaged(String),
 }
 
-/// The state, borrowed for writing. Field for field the same as [`State`].
-#[derive(Serialize)]
-struct StateRef<'a> {
-    exact: &'a exact::ExactIndex,
-    near: &'a near::NearIndex,
-    similar: &'a clusters::Clusters,
-    identical: &'a clusters::Clusters,
-    mirrors: &'a mirrors::Mirrors,
-    hints: &'a hints::Hints,
-    inlinks: &'a Option<inlinks::InLinks>,
-    evolution: &'a Option<evolution::Evolution>,
-    collections: &'a collections::Collections,
-    rps: &'a HashMap<Arc<str>, Box<[f32]>, hash::StrBuild>,
-    epoch: &'a (Option<String>, i64),
-    history: &'a history::History,
-    watermark_ms: i64,
-    stats: &'a Stats,
-}
-
-/// The state, owned for restoring.
-#[derive(Deserialize)]
-struct State {
-    exact: exact::ExactIndex,
-    near: near::NearIndex,
-    similar: clusters::Clusters,
-    identical: clusters::Clusters,
-    mirrors: mirrors::Mirrors,
-    hints: hints::Hints,
-    inlinks: Option<inlinks::InLinks>,
-    evolution: Option<evolution::Evolution>,
-    collections: collections::Collections,
-    rps: HashMap<Arc<str>, Box<[f32]>, hash::StrBuild>,
-    epoch: (Option<String>, i64),
-    history: history::History,
-    watermark_ms: i64,
-    stats: Stats,
-}
-
 /// The checkpoint of `topo`, whose state reflects the records of `topic` before `offsets`.
 pub fn write(topo: &Topology, topic: &str, offsets: &BTreeMap<i32, i64>) -> Vec<u8> {
-    let state = StateRef {
-        exact: &topo.exact,
-        near: &topo.near,
-        similar: &topo.similar,
-        identical: &topo.identical,
-        mirrors: &topo.mirrors,
-        hints: &topo.hints,
-        inlinks: &topo.inlinks,
-        evolution: &topo.evolution,
-        collections: &topo.collections,
-        rps: &topo.rps,
-        epoch: &topo.epoch,
-        history: &topo.history,
-        watermark_ms: topo.watermark_ms,
-        stats: &topo.stats,
-    };
     // Serializing owned, plain data into a Vec cannot fail.
-    let body = postcard::to_stdvec(&state).expect("the state serializes");
+    let body = postcard::to_stdvec(&topo.state).expect("the state serializes");
     let header = Header {
         format: FORMAT,
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -157,7 +101,7 @@ pub fn write(topo: &Topology, topic: &str, offsets: &BTreeMap<i32, i64>) -> Vec<
         topic: topic.to_owned(),
         offsets: offsets.clone(),
         watermark: topo.watermark_ms().map(crate::format_time),
-        records: topo.stats.records,
+        records: topo.state.stats.records,
         body_bytes: body.len() as u64,
         body_xxh3: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&body)),
     };
@@ -236,20 +180,7 @@ pub fn restore(
         )));
     }
     let mut topo = Topology::new(cfg);
-    topo.exact = state.exact;
-    topo.near = state.near;
-    topo.near.after_restore();
-    topo.similar = state.similar;
-    topo.identical = state.identical;
-    topo.mirrors = state.mirrors;
-    topo.hints = state.hints;
-    topo.inlinks = state.inlinks;
-    topo.evolution = state.evolution;
-    topo.collections = state.collections;
-    topo.rps = state.rps;
-    topo.epoch = state.epoch;
-    topo.history = state.history;
-    topo.watermark_ms = state.watermark_ms;
-    topo.stats = state.stats;
+    topo.state = state;
+    topo.state.near.after_restore();
     Ok((topo, header))
 }

@@ -170,6 +170,15 @@ impl Stats {
 pub struct Topology {
     cfg: Config,
     params: String,
+    state: State,
+    preparer: Preparer,
+    emitter: Emitter,
+}
+
+/// Everything a topology accumulates from its input: what a checkpoint saves
+/// ([`checkpoint`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct State {
     exact: exact::ExactIndex,
     near: near::NearIndex,
     /// Clusters over all live pairs (`very_similar` and up).
@@ -189,17 +198,14 @@ pub struct Topology {
     /// The crawl round and the event time of the last collections epoch.
     epoch: (Option<String>, i64),
     history: history::History,
-    preparer: Preparer,
     watermark_ms: i64,
-    emitter: Emitter,
     stats: Stats,
 }
 
 impl Topology {
     /// A topology with empty state.
     pub fn new(cfg: Config) -> Self {
-        Topology {
-            params: cfg.params_fingerprint(),
+        let state = State {
             // Pairs of every level come from the near index; the exact index keeps the exact
             // clusters, and with a pair cap of 0 emits no pairs of its own.
             exact: exact::ExactIndex::new(cfg.window_ms, 0),
@@ -224,11 +230,15 @@ impl Topology {
             rps: HashMap::default(),
             epoch: (None, i64::MIN),
             history: history::History::new(cfg.window_ms),
+            watermark_ms: i64::MIN,
+            stats: Stats::default(),
+        };
+        Topology {
+            params: cfg.params_fingerprint(),
+            state,
             preparer: Preparer::new(&cfg),
             cfg,
-            watermark_ms: i64::MIN,
             emitter: Emitter::new(),
-            stats: Stats::default(),
         }
     }
 
@@ -239,27 +249,27 @@ impl Topology {
 
     /// Counters so far.
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        &self.state.stats
     }
 
     /// The exact-duplicate index's counters.
     pub fn exact_stats(&self) -> exact::ExactStats {
-        self.exact.stats()
+        self.state.exact.stats()
     }
 
     /// The sketch index's counters.
     pub fn near_stats(&self) -> near::NearStats {
-        self.near.stats()
+        self.state.near.stats()
     }
 
     /// The sketch index (for inspection: live pairs, window, memory).
     pub fn near_index(&self) -> &near::NearIndex {
-        &self.near
+        &self.state.near
     }
 
     /// The largest event time seen so far (milliseconds since the epoch).
     pub fn watermark_ms(&self) -> Option<i64> {
-        (self.watermark_ms != i64::MIN).then_some(self.watermark_ms)
+        (self.state.watermark_ms != i64::MIN).then_some(self.state.watermark_ms)
     }
 
     /// Handles one input record, appending its outputs to `out`. Never panics on bad input:
@@ -273,19 +283,19 @@ impl Topology {
     /// signed (on any thread): `process(raw)` is `apply(prepare(raw), raw)`. Records must be
     /// applied in input order; preparing them may run ahead, in parallel.
     pub fn apply(&mut self, prepared: Prepared, raw: &[u8], source: &Source, out: &mut Vec<Emit>) {
-        self.stats.records += 1;
+        self.state.stats.records += 1;
         match prepared.0 {
             Ok(p) => self.process_page(&p.page, p.signed),
             Err(e) => {
-                *self.stats.dead_letters.entry(e.reason).or_default() += 1;
+                *self.state.stats.dead_letters.entry(e.reason).or_default() += 1;
                 let dl = e.into_dead_letter(raw, source, &self.cfg.decode);
                 self.emitter.emit(dl);
             }
         }
         for e in self.emitter.drain() {
-            *self.stats.outputs.entry(e.kind).or_default() += 1;
+            *self.state.stats.outputs.entry(e.kind).or_default() += 1;
             if e.kind == OutputKind::Pairs && is_detected(&e.value) {
-                self.stats.pairs_detected += 1;
+                self.state.stats.pairs_detected += 1;
             }
             out.push(e);
         }
@@ -294,30 +304,33 @@ impl Topology {
     fn process_page(&mut self, page: &PageEvent, signed: Option<Signed>) {
         let at = format_time(page.fetched_at_ms);
         self.emitter.set_at(&at);
-        if let Some(ev) = &mut self.evolution {
-            ev.begin(page.crawl_id.as_deref(), &self.similar);
+        if let Some(ev) = &mut self.state.evolution {
+            ev.begin(page.crawl_id.as_deref(), &self.state.similar);
         }
         self.maybe_close_epoch(page);
-        if page.fetched_at_ms > self.watermark_ms {
-            self.watermark_ms = page.fetched_at_ms;
-            self.exact.advance(self.watermark_ms, &mut self.emitter);
-            self.near.advance(
-                self.watermark_ms,
+        if page.fetched_at_ms > self.state.watermark_ms {
+            self.state.watermark_ms = page.fetched_at_ms;
+            self.state
+                .exact
+                .advance(self.state.watermark_ms, &mut self.emitter);
+            self.state.near.advance(
+                self.state.watermark_ms,
                 page.crawl_id.as_deref(),
                 &mut self.emitter,
             );
-            self.history.advance(self.watermark_ms);
-            if let Some(l) = &mut self.inlinks {
-                l.advance(self.watermark_ms);
+            self.state.history.advance(self.state.watermark_ms);
+            if let Some(l) = &mut self.state.inlinks {
+                l.advance(self.state.watermark_ms);
             }
         }
         if let (true, Some(ip)) = (self.cfg.mirrors, &page.ip) {
-            self.mirrors.host_address(&page.url, ip);
+            self.state.mirrors.host_address(&page.url, ip);
         }
         // The change since the previous fetch needs the window's history: it is the part of
         // signing that is not prepared ahead.
         let signed = signed.map(|sg| {
             let change = self
+                .state
                 .history
                 .record(
                     &page.url,
@@ -336,30 +349,30 @@ impl Topology {
             (sg.checksum, sg.content, change, sg.sketch)
         });
         match &signed {
-            Some(_) => self.stats.pages += 1,
-            None => self.stats.no_content += 1,
+            Some(_) => self.state.stats.pages += 1,
+            None => self.state.stats.no_content += 1,
         }
         let checksum = signed.as_ref().map(|(c, _, _, _)| *c);
         if self.cfg.hm_veto.is_some() {
             match &signed {
                 Some((_, content, _, _)) => {
                     let rp: Box<[f32]> = content.rp.iter().map(|&v| v as f32).collect();
-                    self.rps.insert(Arc::from(page.url.as_str()), rp);
+                    self.state.rps.insert(Arc::from(page.url.as_str()), rp);
                 }
                 None => {
-                    self.rps.remove(page.url.as_str());
+                    self.state.rps.remove(page.url.as_str());
                 }
             }
         }
         if self.cfg.collections || self.cfg.hm_veto.is_some() {
-            self.collections.fetched(
+            self.state.collections.fetched(
                 &page.url,
                 signed
                     .as_ref()
                     .map(|(_, content, _, _)| content.out_links.iter().map(String::as_str)),
             );
         }
-        if let Some(l) = &mut self.inlinks {
+        if let Some(l) = &mut self.state.inlinks {
             l.fetched(
                 &page.url,
                 page.fetched_at_ms,
@@ -372,7 +385,7 @@ impl Topology {
             Some((_, content, change, sketch)) => (Some(content), change, Some(sketch)),
             None => (None, None, None),
         };
-        if let Some(ev) = &mut self.evolution {
+        if let Some(ev) = &mut self.state.evolution {
             if let Some(c) = &content {
                 ev.links(&page.url, c.out_links.iter().map(String::as_str));
                 let fps = c
@@ -396,7 +409,7 @@ impl Topology {
             content,
             change,
         });
-        self.exact.observe(
+        self.state.exact.observe(
             &exact::Observation {
                 url: &page.url,
                 checksum,
@@ -404,7 +417,7 @@ impl Topology {
             },
             &mut self.emitter,
         );
-        self.near.observe(
+        self.state.near.observe(
             &near::Fetch {
                 url: &page.url,
                 sketch: sketch.as_ref(),
@@ -414,7 +427,7 @@ impl Topology {
             &mut self.emitter,
         );
         self.update_clusters(page.fetched_at_ms);
-        if let Some(ev) = &mut self.evolution {
+        if let Some(ev) = &mut self.state.evolution {
             ev.fetched(&page.url, checksum.is_some());
         }
     }
@@ -422,17 +435,17 @@ impl Topology {
     /// A collections epoch closes when the crawl round changes, or a day of event time after
     /// the last one (streams without rounds).
     fn maybe_close_epoch(&mut self, page: &PageEvent) {
-        let round_changed = page.crawl_id.is_some() && page.crawl_id != self.epoch.0;
-        if self.epoch.1 == i64::MIN {
-            self.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
-        } else if round_changed || page.fetched_at_ms >= self.epoch.1 + EPOCH_MS {
+        let round_changed = page.crawl_id.is_some() && page.crawl_id != self.state.epoch.0;
+        if self.state.epoch.1 == i64::MIN {
+            self.state.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
+        } else if round_changed || page.fetched_at_ms >= self.state.epoch.1 + EPOCH_MS {
             // The epoch's events carry the time it ended at (the latest fetch before this
             // page), so they belong to the round they describe.
             let now = self.emitter.at().to_owned();
-            self.emitter.set_at(&format_time(self.watermark_ms));
+            self.emitter.set_at(&format_time(self.state.watermark_ms));
             self.close_epoch();
             self.emitter.set_at(&now);
-            self.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
+            self.state.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
         }
     }
 
@@ -440,11 +453,17 @@ impl Topology {
         if !self.cfg.collections && self.cfg.hm_veto.is_none() {
             return;
         }
-        let near = &self.near;
-        self.collections.prune(|url| near.sketch_of(url).is_some());
-        self.rps.retain(|url, _| near.sketch_of(url).is_some());
+        let near = &self.state.near;
+        self.state
+            .collections
+            .prune(|url| near.sketch_of(url).is_some());
+        self.state
+            .rps
+            .retain(|url, _| near.sketch_of(url).is_some());
         if self.cfg.collections {
-            self.collections.epoch(&self.similar, &mut self.emitter);
+            self.state
+                .collections
+                .epoch(&self.state.similar, &mut self.emitter);
         }
         if let Some(veto) = self.cfg.hm_veto {
             self.hm_veto(veto);
@@ -454,14 +473,18 @@ impl Topology {
     /// Seed 002 as a pair signal: the Hyperlink Map over the window's link graph, and the
     /// retraction of the live `very_similar` pairs whose link contexts disagree.
     fn hm_veto(&mut self, veto: replicas::HmVeto) {
-        let Some(k) = self.rps.values().next().map(|rp| rp.len()) else {
+        let Some(k) = self.state.rps.values().next().map(|rp| rp.len()) else {
             return;
         };
-        let mut urls: Vec<&Arc<str>> = self.rps.keys().collect();
+        let mut urls: Vec<&Arc<str>> = self.state.rps.keys().collect();
         urls.sort_unstable();
         let mut snap = replicas::Snapshot::new(k);
         for url in urls {
-            snap.add(url, &self.rps[url], self.collections.links_of(url));
+            snap.add(
+                url,
+                &self.state.rps[url],
+                self.state.collections.links_of(url),
+            );
         }
         let hm = snap.hyperlink_map(veto.gamma, veto.iterations);
         let sig = |url: &str| {
@@ -469,6 +492,7 @@ impl Topology {
                 .map(|i| &hm[i as usize * k..(i as usize + 1) * k])
         };
         let vetoed: Vec<(String, String)> = self
+            .state
             .near
             .live_pairs()
             .into_iter()
@@ -478,40 +502,41 @@ impl Topology {
             })
             .map(|(a, b, _)| (a, b))
             .collect();
-        let crawl_id = self.epoch.0.clone();
+        let crawl_id = self.state.epoch.0.clone();
         for (a, b) in vetoed {
-            self.near
+            self.state
+                .near
                 .veto(&a, &b, crawl_id.as_deref(), &mut self.emitter);
         }
-        self.update_clusters(self.watermark_ms);
+        self.update_clusters(self.state.watermark_ms);
     }
 
     /// Ends a replay: closes the last collections epoch and crawl round, appending the outputs
     /// that causes to `out`.
     pub fn finish(&mut self, out: &mut Vec<Emit>) {
-        if self.epoch.1 != i64::MIN {
+        if self.state.epoch.1 != i64::MIN {
             self.close_epoch();
         }
-        if let Some(ev) = &mut self.evolution {
-            ev.close(&self.similar);
+        if let Some(ev) = &mut self.state.evolution {
+            ev.close(&self.state.similar);
         }
         for e in self.emitter.drain() {
-            *self.stats.outputs.entry(e.kind).or_default() += 1;
+            *self.state.stats.outputs.entry(e.kind).or_default() += 1;
             out.push(e);
         }
     }
 
     /// The collections of the last epoch.
     pub fn collections(&self) -> &collections::Collections {
-        &self.collections
+        &self.state.collections
     }
 
     /// Closes the last crawl round and returns the evolution figures of every round (empty
     /// unless `track_evolution` is on).
     pub fn finish_evolution(&mut self) -> &[evolution::RoundFigures] {
-        match &mut self.evolution {
+        match &mut self.state.evolution {
             Some(ev) => {
-                ev.close(&self.similar);
+                ev.close(&self.state.similar);
                 ev.figures()
             }
             None => &[],
@@ -523,18 +548,22 @@ impl Topology {
         let identical = |l: Option<PairLevel>| {
             matches!(l, Some(PairLevel::VirtuallyIdentical | PairLevel::Exact))
         };
-        for ch in self.near.take_changes() {
+        for ch in self.state.near.take_changes() {
             for (clusters, before, after) in [
-                (&mut self.similar, ch.before.is_some(), ch.after.is_some()),
                 (
-                    &mut self.identical,
+                    &mut self.state.similar,
+                    ch.before.is_some(),
+                    ch.after.is_some(),
+                ),
+                (
+                    &mut self.state.identical,
                     identical(ch.before),
                     identical(ch.after),
                 ),
             ] {
                 match (before, after) {
                     (false, true) => {
-                        let counts = |u: &str| self.inlinks.as_ref().map_or(0, |l| l.of(u));
+                        let counts = |u: &str| self.state.inlinks.as_ref().map_or(0, |l| l.of(u));
                         clusters.add_pair_ranked(&ch.a, &ch.b, at_ms, &counts, &mut self.emitter)
                     }
                     (true, false) => clusters.remove_pair(&ch.a, &ch.b, &mut self.emitter),
@@ -542,46 +571,50 @@ impl Topology {
                 }
             }
         }
-        if let Some(l) = &mut self.inlinks {
+        if let Some(l) = &mut self.state.inlinks {
             let mut changed = l.take_changed();
             changed.sort_unstable();
             changed.dedup();
             for url in changed {
                 let n = l.of(&url);
-                self.similar.set_inlinks(&url, n, &mut self.emitter);
-                self.identical.set_inlinks(&url, n, &mut self.emitter);
+                self.state.similar.set_inlinks(&url, n, &mut self.emitter);
+                self.state.identical.set_inlinks(&url, n, &mut self.emitter);
             }
         }
-        let identical: Vec<clusters::Move> = self.identical.take_moves().collect();
-        let similar: Vec<clusters::Move> = self.similar.take_moves().collect();
+        let identical: Vec<clusters::Move> = self.state.identical.take_moves().collect();
+        let similar: Vec<clusters::Move> = self.state.similar.take_moves().collect();
         match self.cfg.hint_level {
             PairLevel::VirtuallyIdentical => {
-                self.hints
-                    .apply(&self.identical, &identical, &mut self.emitter)
+                self.state
+                    .hints
+                    .apply(&self.state.identical, &identical, &mut self.emitter)
             }
-            _ => self.hints.apply(&self.similar, &similar, &mut self.emitter),
+            _ => self
+                .state
+                .hints
+                .apply(&self.state.similar, &similar, &mut self.emitter),
         }
         if self.cfg.mirrors {
-            self.mirrors.apply(&similar, &mut self.emitter);
+            self.state.mirrors.apply(&similar, &mut self.emitter);
         }
     }
 
     /// The crawl hints' counters.
     pub fn hint_stats(&self) -> &hints::HintStats {
-        self.hints.stats()
+        self.state.hints.stats()
     }
 
     /// The mirror stage (for inspection).
     pub fn mirrors(&self) -> &mirrors::Mirrors {
-        &self.mirrors
+        &self.state.mirrors
     }
 
     /// The clusters of a level (`very_similar` or `virtually_identical`; exact clusters are
     /// [`exact::ExactIndex`]'s).
     pub fn clusters(&self, level: PairLevel) -> Option<&clusters::Clusters> {
         match level {
-            PairLevel::VerySimilar => Some(&self.similar),
-            PairLevel::VirtuallyIdentical => Some(&self.identical),
+            PairLevel::VerySimilar => Some(&self.state.similar),
+            PairLevel::VirtuallyIdentical => Some(&self.state.identical),
             PairLevel::Exact => None,
         }
     }
