@@ -628,33 +628,46 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// True (and said) when the PostgreSQL-backed broker could not be installed here
+/// (`NEARDUP_SKIP_PG_BROKER`, set by tests/run-all.sh).
+fn pg_broker_skipped(test: &str) -> bool {
+    match std::env::var("NEARDUP_SKIP_PG_BROKER") {
+        Ok(why) => {
+            eprintln!("{test}: SKIPPED ({why})");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Runs `tests/kafka-pg-broker.sh CMD...`; its standard output, trimmed.
+fn pg_broker(cmd: &[&str]) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/kafka-pg-broker.sh");
+    let out = Command::new("bash")
+        .arg(script)
+        .args(cmd)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tests/kafka-pg-broker.sh");
+    assert!(
+        out.status.success(),
+        "tests/kafka-pg-broker.sh {cmd:?} failed"
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 /// The broker killed (SIGKILL) and restarted mid-stream, on a storage that survives it (tansu
 /// with PostgreSQL, `tests/kafka-pg-broker.sh`): neardup rides through the outage (librdkafka
 /// retries its fetches and produces; the group rejoins) and finishes; every output of an
 /// undisturbed run arrives and nothing else, and repeats are identical.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
-    if let Ok(why) = std::env::var("NEARDUP_SKIP_PG_BROKER") {
-        eprintln!("the_broker_killed_and_restarted_mid_stream_loses_nothing: SKIPPED ({why})");
+    if pg_broker_skipped("the_broker_killed_and_restarted_mid_stream_loses_nothing") {
         return;
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/kafka-pg-broker.sh");
     let port = free_port().to_string();
     let cluster = format!("restart-{}", std::process::id());
-    let broker = |cmd: &[&str]| {
-        let out = Command::new("bash")
-            .arg(script)
-            .args(cmd)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run tests/kafka-pg-broker.sh");
-        assert!(
-            out.status.success(),
-            "tests/kafka-pg-broker.sh {cmd:?} failed"
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
-    let brokers = broker(&["start", &port, &cluster]);
+    let brokers = pg_broker(&["start", &port, &cluster]);
     let s = Setup::on("restart", brokers).await;
     let sample = big_sample();
     s.produce(&sample).await;
@@ -667,14 +680,14 @@ async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
         assert!(started.elapsed() < Duration::from_secs(120), "no progress");
         std::thread::sleep(Duration::from_millis(20));
     }
-    broker(&["kill", &port]);
+    pg_broker(&["kill", &port]);
     let down = Instant::now();
     std::thread::sleep(Duration::from_secs(3));
     assert!(
         run.try_wait().unwrap().is_none(),
         "neardup exited while the broker was down"
     );
-    broker(&["start", &port, &cluster]);
+    pg_broker(&["start", &port, &cluster]);
     eprintln!("broker down for {:?}", down.elapsed());
     let status = wait_exit(&mut run, Duration::from_secs(240));
     assert!(
@@ -683,7 +696,7 @@ async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
     );
     let repeats = assert_no_loss_no_divergence(&s.read_outputs(), &s.oracle(&sample));
     eprintln!("broker restart: {repeats} repeated outputs");
-    broker(&["kill", &port]);
+    pg_broker(&["kill", &port]);
 }
 
 /// SASL against a broker that requires authentication (tansu with `--authentication`; SCRAM-SHA-512,
@@ -693,34 +706,19 @@ async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
 /// forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sasl_scram_against_an_authenticating_broker() {
-    if let Ok(why) = std::env::var("NEARDUP_SKIP_PG_BROKER") {
-        eprintln!("sasl_scram_against_an_authenticating_broker: SKIPPED ({why})");
+    if pg_broker_skipped("sasl_scram_against_an_authenticating_broker") {
         return;
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/kafka-pg-broker.sh");
     let port = free_port().to_string();
     let cluster = format!("sasl-{}", std::process::id());
-    let broker = |cmd: &[&str]| {
-        let out = Command::new("bash")
-            .arg(script)
-            .args(cmd)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run tests/kafka-pg-broker.sh");
-        assert!(
-            out.status.success(),
-            "tests/kafka-pg-broker.sh {cmd:?} failed"
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
     // Topics, input and the user are set up while the broker is open; then it restarts closed.
-    let brokers = broker(&["start", &port, &cluster]);
+    let brokers = pg_broker(&["start", &port, &cluster]);
     let mut s = Setup::on("sasl", brokers).await;
     let sample = sample_crawl(&SampleOptions::default());
     s.produce(&sample).await;
-    broker(&["user", &port, "neardup", "s3cret-pw"]);
-    broker(&["kill", &port]);
-    broker(&["start", &port, &cluster, "--authentication"]);
+    pg_broker(&["user", &port, "neardup", "s3cret-pw"]);
+    pg_broker(&["kill", &port]);
+    pg_broker(&["start", &port, &cluster, "--authentication"]);
     s.auth = vec![
         ("security.protocol", "SASL_PLAINTEXT".into()),
         ("sasl.mechanism", "SCRAM-SHA-512".into()),
@@ -764,7 +762,7 @@ async fn sasl_scram_against_an_authenticating_broker() {
     for kind in OutputKind::ALL {
         assert_same(kind, &got[&kind], &want[&kind]);
     }
-    broker(&["kill", &port]);
+    pg_broker(&["kill", &port]);
 }
 
 fn checkpoint_header(path: &std::path::Path) -> neardup_topology::checkpoint::Header {
