@@ -37,6 +37,10 @@ pub struct TopologyArgs {
     /// How long a fetch stays in the window, in event time (`fetched_at`); longer than the crawl cycle.
     #[arg(long, default_value = "14d", value_parser = parse_duration, env = "NEARDUP_WINDOW")]
     pub window: Duration,
+    /// How far the watermark may lag the newest event time while it waits for the slowest
+    /// input partition; an idle partition delays eviction by at most this much.
+    #[arg(long, default_value = "1d", value_parser = parse_duration, env = "NEARDUP_MAX_PARTITION_SKEW")]
+    pub max_partition_skew: Duration,
     /// Largest accepted page body in bytes; larger records go to the dead-letter topic.
     /// Accepts a unit: `5MiB`, `512KiB`, `2MB`.
     #[arg(long, default_value = "5MiB", value_parser = parse_size, env = "NEARDUP_MAX_BODY_BYTES")]
@@ -148,6 +152,8 @@ impl TopologyArgs {
         let defaults = neardup_topology::Config::default();
         neardup_topology::Config {
             window_ms: i64::try_from(self.window.as_millis()).unwrap_or(i64::MAX),
+            max_partition_skew_ms: i64::try_from(self.max_partition_skew.as_millis())
+                .unwrap_or(i64::MAX),
             decode: neardup_topology::DecodeLimits {
                 max_body_bytes: self.max_body_bytes,
                 ..defaults.decode

@@ -87,6 +87,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<Dur>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_partition_skew: Option<Dur>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<Size>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pairs_per_join: Option<usize>,
@@ -274,6 +276,12 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
     let in_topology = |e: anyhow::Error| e.context("in [topology]");
     (|| -> Result<()> {
         overlay!(m, a.window, f.window, "window");
+        overlay!(
+            m,
+            a.max_partition_skew,
+            f.max_partition_skew,
+            "max_partition_skew"
+        );
         overlay!(m, a.max_body_bytes, f.max_body_bytes, "max_body_bytes");
         overlay!(
             m,
@@ -520,6 +528,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         dead_letter_window: Some(a.dead_letter_window),
         topology: TopologyFile {
             window: Some(Dur(t.window)),
+            max_partition_skew: Some(Dur(t.max_partition_skew)),
             max_body_bytes: Some(Size(t.max_body_bytes)),
             max_pairs_per_join: Some(t.max_pairs_per_join),
             shingle_profile: Some(profile_name(t.shingle_profile).to_owned()),

@@ -21,6 +21,7 @@
 
 pub mod charset;
 pub mod checkpoint;
+pub mod clock;
 pub mod clusters;
 pub mod collections;
 pub mod decode;
@@ -74,6 +75,9 @@ pub struct Config {
     /// How long a fetch stays in the window, in milliseconds of event time (default 14 days: two
     /// cycles of a weekly crawl, so a page is normally refetched before its entry expires).
     pub window_ms: i64,
+    /// How far the watermark may lag the newest event time while it waits for the slowest
+    /// input partition (default one day; see [`clock`]).
+    pub max_partition_skew_ms: i64,
     /// A page joining an exact group that already has this many members gets no exact
     /// candidates (and so no pairs from that group).
     pub max_pairs_per_join: usize,
@@ -105,6 +109,7 @@ impl Default for Config {
             signer: SignerConfig::default(),
             emit_minvalues: false,
             window_ms: 14 * 24 * 3600 * 1000,
+            max_partition_skew_ms: 24 * 3600 * 1000,
             max_pairs_per_join: 1000,
             near: near::NearConfig::default(),
             track_evolution: false,
@@ -198,7 +203,8 @@ struct State {
     /// The crawl round and the event time of the last collections epoch.
     epoch: (Option<String>, i64),
     history: history::History,
-    watermark_ms: i64,
+    /// Event time per input partition, and the watermark that moves the windows.
+    clock: clock::EventClock,
     stats: Stats,
 }
 
@@ -230,7 +236,7 @@ impl Topology {
             rps: HashMap::default(),
             epoch: (None, i64::MIN),
             history: history::History::new(cfg.window_ms),
-            watermark_ms: i64::MIN,
+            clock: clock::EventClock::default(),
             stats: Stats::default(),
         };
         Topology {
@@ -267,9 +273,12 @@ impl Topology {
         &self.state.near
     }
 
-    /// The largest event time seen so far (milliseconds since the epoch).
+    /// The watermark (milliseconds since the epoch): the event time the windows have moved to,
+    /// that of the slowest input partition within `max_partition_skew_ms` of the newest event
+    /// (see [`clock`]).
     pub fn watermark_ms(&self) -> Option<i64> {
-        (self.state.watermark_ms != i64::MIN).then_some(self.state.watermark_ms)
+        let w = self.state.clock.watermark();
+        (w != i64::MIN).then_some(w)
     }
 
     /// Handles one input record, appending its outputs to `out`. Never panics on bad input:
@@ -285,7 +294,7 @@ impl Topology {
     pub fn apply(&mut self, prepared: Prepared, raw: &[u8], source: &Source, out: &mut Vec<Emit>) {
         self.state.stats.records += 1;
         match prepared.0 {
-            Ok(p) => self.process_page(&p.page, p.signed),
+            Ok(p) => self.process_page(&p.page, p.signed, source),
             Err(e) => {
                 *self.state.stats.dead_letters.entry(e.reason).or_default() += 1;
                 let dl = e.into_dead_letter(raw, source, &self.cfg.decode);
@@ -301,26 +310,31 @@ impl Topology {
         }
     }
 
-    fn process_page(&mut self, page: &PageEvent, signed: Option<Signed>) {
+    fn process_page(&mut self, page: &PageEvent, signed: Option<Signed>, source: &Source) {
         let at = format_time(page.fetched_at_ms);
         self.emitter.set_at(&at);
         if let Some(ev) = &mut self.state.evolution {
             ev.begin(page.crawl_id.as_deref(), &self.state.similar);
         }
         self.maybe_close_epoch(page);
-        if page.fetched_at_ms > self.state.watermark_ms {
-            self.state.watermark_ms = page.fetched_at_ms;
+        let partition = match source {
+            Source::Kafka { partition, .. } => *partition,
+            Source::File { .. } => 0,
+        };
+        let before = self.state.clock.watermark();
+        let watermark = self.state.clock.observe(
+            partition,
+            page.fetched_at_ms,
+            self.cfg.max_partition_skew_ms,
+        );
+        if watermark > before {
+            self.state.exact.advance(watermark, &mut self.emitter);
             self.state
-                .exact
-                .advance(self.state.watermark_ms, &mut self.emitter);
-            self.state.near.advance(
-                self.state.watermark_ms,
-                page.crawl_id.as_deref(),
-                &mut self.emitter,
-            );
-            self.state.history.advance(self.state.watermark_ms);
+                .near
+                .advance(watermark, page.crawl_id.as_deref(), &mut self.emitter);
+            self.state.history.advance(watermark);
             if let Some(l) = &mut self.state.inlinks {
-                l.advance(self.state.watermark_ms);
+                l.advance(watermark);
             }
         }
         if let (true, Some(ip)) = (self.cfg.mirrors, &page.ip) {
@@ -442,7 +456,7 @@ impl Topology {
             // The epoch's events carry the time it ended at (the latest fetch before this
             // page), so they belong to the round they describe.
             let now = self.emitter.at().to_owned();
-            self.emitter.set_at(&format_time(self.state.watermark_ms));
+            self.emitter.set_at(&format_time(self.state.clock.newest()));
             self.close_epoch();
             self.emitter.set_at(&now);
             self.state.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
@@ -508,7 +522,7 @@ impl Topology {
                 .near
                 .veto(&a, &b, crawl_id.as_deref(), &mut self.emitter);
         }
-        self.update_clusters(self.state.watermark_ms);
+        self.update_clusters(self.state.clock.watermark());
     }
 
     /// Ends a replay: closes the last collections epoch and crawl round, appending the outputs
@@ -983,6 +997,89 @@ mod tests {
             &mut out,
         );
         assert_eq!(canonical_of(&topo, a), a);
+    }
+
+    /// The windows move with the slowest input partition: a copy that a lagging partition
+    /// delivers late still pairs with its original, which the newest event time alone would
+    /// have evicted; and an idle partition holds the windows back by at most the skew.
+    #[test]
+    fn a_lagging_partition_is_waited_for_within_the_skew() {
+        use neardup_schemas::PairEvent;
+        const DAY: i64 = 24 * 3600 * 1000;
+        let t0 = 1_793_577_600_000;
+        let doc =
+            |seed: &str| -> String { (0..200).map(|i| format!("{seed}{i} ")).collect::<String>() };
+        let page = |url: &str, t: i64, body: String| {
+            envelope(
+                url,
+                t,
+                200,
+                None,
+                Some(Body::Text(format!("<p>{body}</p>"))),
+            )
+        };
+        let from = |partition: i32| Source::Kafka {
+            topic: "pages".into(),
+            partition,
+            offset: 0,
+        };
+        let run = |skew_ms: i64| {
+            let mut topo = Topology::new(Config {
+                window_ms: 2 * DAY,
+                max_partition_skew_ms: skew_ms,
+                ..Config::default()
+            });
+            let mut out = Vec::new();
+            let mut feed = |url: &str, t: i64, body: String, p: i32| {
+                topo.process(&page(url, t, body), &from(p), &mut out)
+            };
+            feed("http://a.example/x.html", t0, doc("original"), 0);
+            feed("http://c.example/1.html", t0 + DAY / 10, doc("one"), 1);
+            for d in 1..=3 {
+                let url = format!("http://d.example/{d}.html");
+                feed(&url, t0 + d * DAY, doc(&format!("filler{d}x")), 0);
+            }
+            // Partition 1 catches up: the copy was fetched half a day after the original.
+            feed("http://b.example/x.html", t0 + DAY / 2, doc("original"), 1);
+            let detected = decoded::<PairEvent>(&out)
+                .iter()
+                .any(|p| p.a.ends_with("x.html") && p.b.ends_with("x.html"));
+            (topo, detected)
+        };
+        let (waited, found) = run(7 * DAY);
+        assert!(found, "the late copy pairs with its original");
+        assert_eq!(waited.near_stats().stale, 0);
+        assert_eq!(waited.watermark_ms(), Some(t0 + DAY / 2));
+        let (unaligned, found) = run(0);
+        assert!(!found, "with no skew allowed, the original left the window");
+        assert_eq!(
+            unaligned.near_stats().stale,
+            1,
+            "and the copy came too late"
+        );
+
+        // Partition 1 goes idle: partition 0 moves the windows once it is a skew ahead.
+        let (mut topo, _) = run(7 * DAY);
+        let mut out = Vec::new();
+        topo.process(
+            &page("http://d.example/9.html", t0 + 9 * DAY, doc("nine")),
+            &from(0),
+            &mut out,
+        );
+        assert_eq!(topo.watermark_ms(), Some(t0 + 2 * DAY));
+        assert_eq!(topo.near_index().window().count(), 7, "nothing expired yet");
+        topo.process(
+            &page("http://d.example/12.html", t0 + 12 * DAY, doc("twelve")),
+            &from(0),
+            &mut out,
+        );
+        assert_eq!(topo.watermark_ms(), Some(t0 + 5 * DAY));
+        let left: Vec<&str> = topo.near_index().window().map(|(u, _)| u).collect();
+        assert_eq!(
+            left.len(),
+            3,
+            "only the fetches of days 3, 9 and 12 remain: {left:?}"
+        );
     }
 
     /// The outputs of the event type `E`'s topic, decoded.

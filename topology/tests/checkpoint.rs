@@ -128,7 +128,10 @@ fn a_checkpoint_that_does_not_fit_is_refused_with_its_cause() {
         .expect("refused");
     assert!(matches!(err, CheckpointError::NotACheckpoint(_)), "{err}");
 
-    let old = String::from_utf8_lossy(&ck[..start]).replace("\"format\":1", "\"format\":0");
+    let header = String::from_utf8_lossy(&ck[..start]).into_owned();
+    let current = format!("\"format\":{}", checkpoint::FORMAT);
+    assert!(header.contains(&current), "{header}");
+    let old = header.replace(&current, &format!("\"format\":{}", checkpoint::FORMAT - 1));
     let mut older = old.into_bytes();
     older.extend_from_slice(&ck[start..]);
     let err = checkpoint::restore(config(), TOPIC, &older)
