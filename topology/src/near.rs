@@ -404,10 +404,16 @@ impl Naming {
 /// The name a URL ends in, hashed: its last path segment without query or fragment; `0` for a
 /// directory or an `index.*` page (which match any name, as a directory URL serves its index).
 pub fn url_name(url: &str) -> u32 {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let path = rest.split(['?', '#']).next().unwrap_or("");
-    let last = match path.split_once('/') {
-        Some((_, p)) => p.rsplit('/').next().unwrap_or(""),
+    let rest = site::after_scheme(url);
+    let path = &rest[..rest
+        .bytes()
+        .position(|b| b == b'?' || b == b'#')
+        .unwrap_or(rest.len())];
+    let last = match path.bytes().position(|b| b == b'/') {
+        Some(slash) => {
+            let p = &path[slash + 1..];
+            &p[p.bytes().rposition(|b| b == b'/').map_or(0, |i| i + 1)..]
+        }
         None => "",
     };
     if last.is_empty() || last.starts_with("index.") {
@@ -531,6 +537,8 @@ struct PairInfo {
     b: u8,
     c: u16,
     jaccard: f64,
+    /// Both pages on one site (their site numbers agree: the URLs are not parsed again).
+    same_site: bool,
 }
 
 /// Counters of the index (metrics and summaries).
@@ -831,12 +839,7 @@ impl NearIndex {
             let cmp = compare(&pa.sketch, pa.mask, &pc.sketch, pc.mask);
             let named = self.naming(slot, c);
             if let Some(level) = self.cfg.verdict(&pa.sketch, &pc.sketch, &cmp, named) {
-                let info = PairInfo {
-                    level,
-                    b: cmp.b_similarity,
-                    c: cmp.c_similarity,
-                    jaccard: (cmp.jaccard * 1e4).round() / 1e4,
-                };
+                let info = self.pair_info(slot, c, level, &cmp);
                 found.push((pc.url.clone(), c, info));
             }
         }
@@ -891,6 +894,7 @@ impl NearIndex {
                 });
             }
         }
+        debug_assert_eq!(info.same_site, site::same_site(a, b), "{a} {b}");
         out.emit(PairEvent::new(
             a.to_owned(),
             b.to_owned(),
@@ -899,10 +903,21 @@ impl NearIndex {
             info.b,
             info.c,
             Some(info.jaccard),
-            site::same_site(a, b),
+            info.same_site,
             out.at().to_owned(),
             crawl_id.map(str::to_owned),
         ));
+    }
+
+    /// What a verified pair of the pages in slots `a` and `b` reports.
+    fn pair_info(&self, a: u32, b: u32, level: PairLevel, cmp: &Comparison) -> PairInfo {
+        PairInfo {
+            level,
+            b: cmp.b_similarity,
+            c: cmp.c_similarity,
+            jaccard: (cmp.jaccard * 1e4).round() / 1e4,
+            same_site: self.site_of[a as usize] == self.site_of[b as usize],
+        }
     }
 
     fn enforce_budget(&mut self, crawl_id: Option<&str>, out: &mut Emitter) {
@@ -961,9 +976,17 @@ impl NearIndex {
     /// with it (each once; keys whose bucket is too large skipped), found by the same bucket
     /// lookups that sample the site for its boilerplate mask, before its own keys are filed.
     fn insert_record(&mut self, url: &str, sketch: &Sketch, at_ms: i64) -> (u32, Vec<u32>) {
-        let site_name = site::site(site::host(url)).to_ascii_lowercase();
-        let next_site = self.sites.len() as u32;
-        let site = *self.sites.entry(site_name.into()).or_insert(next_site);
+        let site_name = site::site(site::host(url));
+        let site = match self.sites.get(site_name) {
+            Some(&s) => s,
+            None => {
+                let next_site = self.sites.len() as u32;
+                *self
+                    .sites
+                    .entry(site_name.to_ascii_lowercase().into())
+                    .or_insert(next_site)
+            }
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.pages.push(None);
             (self.pages.len() - 1) as u32
@@ -974,7 +997,7 @@ impl NearIndex {
         }
         self.site_of[slot as usize] = site;
         let (keys, n) = keys(self.cfg.policy, sketch);
-        let mut candidates = Vec::new();
+        let mut candidates = Vec::with_capacity(32);
         let (mask, mature) = self.lookup(sketch, site, &keys[..n], &mut candidates);
         let url: Arc<str> = Arc::from(url);
         self.fetches = self.fetches.wrapping_add(1);
@@ -1153,12 +1176,7 @@ impl NearIndex {
                     self.emit(&url, &purl, PairState::Retracted, &info, crawl_id, out);
                 }
                 Some(level) if level != info.level => {
-                    let info = PairInfo {
-                        level,
-                        b: cmp.b_similarity,
-                        c: cmp.c_similarity,
-                        jaccard: (cmp.jaccard * 1e4).round() / 1e4,
-                    };
+                    let info = self.pair_info(slot, partner, level, &cmp);
                     let before = self.pairs.insert(key, info).map(|i| i.level);
                     self.emit(&url, &purl, PairState::Detected, &info, crawl_id, out);
                     self.changes.push(PairChange {
@@ -1220,6 +1238,25 @@ mod tests {
         assert_eq!(url_name("http://a.example"), 0);
         assert_eq!(url_name("http://a.example/docs/index.html"), 0);
         assert!(same_name(0, url_name("http://a.example/x.html")));
+    }
+
+    proptest::proptest! {
+        /// The byte scans find the name the string splits found (the first form, kept here).
+        #[test]
+        fn url_name_matches_the_split_form(url in "(https?://)?[a-z./?#:]{0,20}(index\\.html)?") {
+            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+            let path = rest.split(['?', '#']).next().unwrap_or("");
+            let last = match path.split_once('/') {
+                Some((_, p)) => p.rsplit('/').next().unwrap_or(""),
+                None => "",
+            };
+            let want = if last.is_empty() || last.starts_with("index.") {
+                0
+            } else {
+                (xxhash_rust::xxh3::xxh3_64(last.as_bytes()) as u32).max(1)
+            };
+            proptest::prop_assert_eq!(url_name(&url), want);
+        }
     }
 
     #[test]

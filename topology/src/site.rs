@@ -4,8 +4,11 @@
 
 /// The host of an absolute URL, lower-cased, without port or user info. Cheap: no full parse.
 pub fn host(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let rest = after_scheme(url);
+    let authority = &rest[..rest
+        .bytes()
+        .position(|b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len())];
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     if host_port.starts_with('[') {
         return host_port
@@ -14,6 +17,21 @@ pub fn host(url: &str) -> &str {
             .trim_start_matches('[');
     }
     host_port.split(':').next().unwrap_or("")
+}
+
+/// What follows the first `://` of a URL (all of it when there is none). A byte scan: this runs
+/// several times per page, and a substring search sets up a two-way searcher on every call.
+pub fn after_scheme(url: &str) -> &str {
+    let b = url.as_bytes();
+    let mut i = 0;
+    while let Some(p) = b[i..].iter().position(|&c| c == b':') {
+        let colon = i + p;
+        if b[colon + 1..].starts_with(b"//") {
+            return &url[colon + 3..];
+        }
+        i = colon + 1;
+    }
+    url
 }
 
 /// The site of a host name, per seed 001.
@@ -40,6 +58,21 @@ mod tests {
         assert_eq!(site("berkeley.edu"), "berkeley.edu");
         assert_eq!(site("localhost"), "localhost");
         assert_eq!(site("www.x.example"), "x.example");
+    }
+
+    proptest::proptest! {
+        /// The byte scan cuts where `split_once("://")` does.
+        #[test]
+        fn after_scheme_is_split_once(url in "[a-z:/?#@.\\[\\]]{0,16}") {
+            let want = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+            proptest::prop_assert_eq!(after_scheme(&url), want);
+            let rest = want;
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            if !host_port.starts_with('[') {
+                proptest::prop_assert_eq!(host(&url), host_port.split(':').next().unwrap_or(""));
+            }
+        }
     }
 
     #[test]
