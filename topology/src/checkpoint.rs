@@ -181,6 +181,6 @@ pub fn restore(
     }
     let mut topo = Topology::new(cfg);
     topo.state = state;
-    topo.state.near.after_restore();
+    topo.after_restore();
     Ok((topo, header))
 }

@@ -50,6 +50,13 @@ impl EventClock {
         self.watermark
     }
 
+    /// Takes the watermark and newest event time another stage's clock reached (a split
+    /// cluster stage follows its index stage's). The watermark never goes back.
+    pub fn follow(&mut self, watermark: i64, newest: i64) {
+        self.watermark = self.watermark.max(watermark);
+        self.newest_overall = self.newest_overall.max(newest);
+    }
+
     /// The watermark (`i64::MIN` before any record).
     pub fn watermark(&self) -> i64 {
         self.watermark

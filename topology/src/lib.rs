@@ -178,6 +178,43 @@ pub struct Topology {
     state: State,
     preparer: Preparer,
     emitter: Emitter,
+    /// The index stage's record of the page just applied, for the cluster stage.
+    indexed: Option<(String, Vec<u8>)>,
+}
+
+/// A fetch as the parts downstream of the pairs see it.
+struct DownstreamFetch<'a> {
+    url: &'a str,
+    fetched_at_ms: i64,
+    ip: Option<&'a str>,
+    links: Option<&'a [String]>,
+}
+
+/// The index stage's record of one applied page for the cluster stage: everything the parts
+/// downstream of the pairs read of the page, the index's window and the pair changes.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct IndexedPage {
+    format: u32,
+    /// [`Config::state_fingerprint`] of the index stage.
+    state: String,
+    url: String,
+    fetched_at_ms: i64,
+    crawl_id: Option<String>,
+    ip: Option<String>,
+    /// Content checksum (`None`: no content).
+    checksum: Option<u128>,
+    /// Out-links, only when collections or the in-link ranking use them.
+    links: Option<Vec<String>>,
+    /// The newest event time before this page, and the watermark and newest after it.
+    newest_before: i64,
+    watermark: i64,
+    newest: i64,
+    /// The URL is in the index's window after this page.
+    in_window: bool,
+    /// URLs that left the index's window while this page was applied.
+    left: Vec<Arc<str>>,
+    /// The pair changes this page caused, in order.
+    changes: Vec<near::PairChange>,
 }
 
 /// Everything a topology accumulates from its input: what a checkpoint saves
@@ -206,7 +243,30 @@ struct State {
     /// Event time per input partition, and the watermark that moves the windows.
     clock: clock::EventClock,
     stats: Stats,
+    /// The part of the topology this state belongs to.
+    role: Role,
+    /// In the cluster stage: the URLs in the index stage's window (what collections keep).
+    window: std::collections::HashSet<Arc<str>, hash::StrBuild>,
 }
+
+/// The part of the topology a process runs (DESIGN.md §3). The split stages together give
+/// exactly the outputs of [`Role::All`]: the index stage the signatures and pairs, the cluster
+/// stage the clusters (exact ones included), crawl hints, mirrors and collections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Role {
+    /// Everything in one process.
+    All,
+    /// The sketch window, pair verification and signature events; each page's
+    /// [`Topology::take_indexed`] record carries what the cluster stage needs.
+    Index,
+    /// Everything downstream of the pairs, fed by [`Topology::apply_indexed`].
+    Cluster,
+}
+
+/// Why a configuration cannot run split.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} runs only in the all-in-one stage (it feeds back into the index, or needs every page's signatures); turn it off or run --stage all")]
+pub struct RoleError(&'static str);
 
 impl Topology {
     /// A topology with empty state.
@@ -238,6 +298,8 @@ impl Topology {
             history: history::History::new(cfg.window_ms),
             clock: clock::EventClock::default(),
             stats: Stats::default(),
+            role: Role::All,
+            window: Default::default(),
         };
         Topology {
             params: cfg.params_fingerprint(),
@@ -245,7 +307,37 @@ impl Topology {
             preparer: Preparer::new(&cfg),
             cfg,
             emitter: Emitter::new(),
+            indexed: None,
         }
+    }
+
+    /// A topology with empty state that runs one part of a split topology.
+    pub fn with_role(cfg: Config, role: Role) -> Result<Self, RoleError> {
+        if role != Role::All {
+            if cfg.hm_veto.is_some() {
+                return Err(RoleError("the Hyperlink Map veto (hm_veto)"));
+            }
+            if cfg.track_evolution {
+                return Err(RoleError("cluster evolution"));
+            }
+        }
+        let mut topo = Topology::new(cfg);
+        topo.state.role = role;
+        topo.after_restore();
+        Ok(topo)
+    }
+
+    /// Rebuilds what a checkpoint leaves out.
+    pub(crate) fn after_restore(&mut self) {
+        self.state.near.after_restore();
+        if self.state.role == Role::Index {
+            self.state.near.track_removed();
+        }
+    }
+
+    /// The part of the topology this one runs.
+    pub fn role(&self) -> Role {
+        self.state.role
     }
 
     /// The configuration.
@@ -313,14 +405,19 @@ impl Topology {
     fn process_page(&mut self, page: &PageEvent, signed: Option<Signed>, source: &Source) {
         let at = format_time(page.fetched_at_ms);
         self.emitter.set_at(&at);
-        if let Some(ev) = &mut self.state.evolution {
-            ev.begin(page.crawl_id.as_deref(), &self.state.similar);
+        // The parts downstream of the pairs: here unless a cluster stage runs them.
+        let downstream = self.state.role == Role::All;
+        if downstream {
+            if let Some(ev) = &mut self.state.evolution {
+                ev.begin(page.crawl_id.as_deref(), &self.state.similar);
+            }
+            self.maybe_close_epoch(page.crawl_id.as_deref(), page.fetched_at_ms);
         }
-        self.maybe_close_epoch(page);
         let partition = match source {
             Source::Kafka { partition, .. } => *partition,
             Source::File { .. } => 0,
         };
+        let newest_before = self.state.clock.newest();
         let before = self.state.clock.watermark();
         let watermark = self.state.clock.observe(
             partition,
@@ -328,17 +425,13 @@ impl Topology {
             self.cfg.max_partition_skew_ms,
         );
         if watermark > before {
-            self.state.exact.advance(watermark, &mut self.emitter);
+            if downstream {
+                self.advance_downstream(watermark);
+            }
             self.state
                 .near
                 .advance(watermark, page.crawl_id.as_deref(), &mut self.emitter);
             self.state.history.advance(watermark);
-            if let Some(l) = &mut self.state.inlinks {
-                l.advance(watermark);
-            }
-        }
-        if let (true, Some(ip)) = (self.cfg.mirrors, &page.ip) {
-            self.state.mirrors.host_address(&page.url, ip);
         }
         // The change since the previous fetch needs the window's history: it is the part of
         // signing that is not prepared ahead.
@@ -378,22 +471,17 @@ impl Topology {
                 }
             }
         }
-        if self.cfg.collections || self.cfg.hm_veto.is_some() {
-            self.state.collections.fetched(
-                &page.url,
-                signed
-                    .as_ref()
-                    .map(|(_, content, _, _)| content.out_links.iter().map(String::as_str)),
-            );
-        }
-        if let Some(l) = &mut self.state.inlinks {
-            l.fetched(
-                &page.url,
-                page.fetched_at_ms,
-                signed
-                    .as_ref()
-                    .map(|(_, content, _, _)| content.out_links.iter().map(String::as_str)),
-            );
+        let links = signed
+            .as_ref()
+            .map(|(_, content, _, _)| content.out_links.as_slice());
+        let fetch = DownstreamFetch {
+            url: &page.url,
+            fetched_at_ms: page.fetched_at_ms,
+            ip: page.ip.as_deref(),
+            links,
+        };
+        if downstream {
+            self.fetched_downstream(&fetch);
         }
         let (content, change, sketch) = match signed {
             Some((_, content, change, sketch)) => (Some(content), change, Some(sketch)),
@@ -412,6 +500,10 @@ impl Topology {
                 ev.changed(c.bucket);
             }
         }
+        let links: Option<Vec<String>> = (self.state.role == Role::Index
+            && (self.cfg.collections || self.cfg.canonical.uses_inlinks()))
+        .then(|| content.as_ref().map(|c| c.out_links.clone()))
+        .flatten();
         self.emitter.emit(SignatureEvent {
             schema: OutputKind::Signatures.schema().into(),
             event_id: String::new(),
@@ -423,14 +515,9 @@ impl Topology {
             content,
             change,
         });
-        self.state.exact.observe(
-            &exact::Observation {
-                url: &page.url,
-                checksum,
-                fetched_at_ms: page.fetched_at_ms,
-            },
-            &mut self.emitter,
-        );
+        if downstream {
+            self.observe_exact(&page.url, checksum, page.fetched_at_ms);
+        }
         self.state.near.observe(
             &near::Fetch {
                 url: &page.url,
@@ -440,26 +527,150 @@ impl Topology {
             },
             &mut self.emitter,
         );
-        self.update_clusters(page.fetched_at_ms);
+        let changes: Vec<near::PairChange> = self.state.near.take_changes().collect();
+        match self.state.role {
+            Role::Index => {
+                let record = IndexedPage {
+                    format: INTERNAL_FORMAT,
+                    state: self.cfg.state_fingerprint(),
+                    url: page.url.clone(),
+                    fetched_at_ms: page.fetched_at_ms,
+                    crawl_id: page.crawl_id.clone(),
+                    ip: page.ip.clone(),
+                    checksum,
+                    links,
+                    newest_before,
+                    watermark,
+                    newest: self.state.clock.newest(),
+                    in_window: self.state.near.sketch_of(&page.url).is_some(),
+                    left: self.state.near.take_removed(),
+                    changes,
+                };
+                let value = postcard::to_stdvec(&record).expect("an indexed page serializes");
+                self.indexed = Some((record.url, value));
+            }
+            _ => self.update_clusters(page.fetched_at_ms, changes),
+        }
         if let Some(ev) = &mut self.state.evolution {
             ev.fetched(&page.url, checksum.is_some());
         }
     }
 
+    /// Moves the windows downstream of the pairs (exact groups, in-links) to `watermark`.
+    fn advance_downstream(&mut self, watermark: i64) {
+        self.state.exact.advance(watermark, &mut self.emitter);
+        if let Some(l) = &mut self.state.inlinks {
+            l.advance(watermark);
+        }
+    }
+
+    /// What the parts downstream of the pairs learn from a fetch before its pairs: the host's
+    /// address (mirrors) and the page's out-links (collections, in-links).
+    fn fetched_downstream(&mut self, f: &DownstreamFetch<'_>) {
+        if let (true, Some(ip)) = (self.cfg.mirrors, f.ip) {
+            self.state.mirrors.host_address(f.url, ip);
+        }
+        let links = || f.links.map(|l| l.iter().map(String::as_str));
+        if self.cfg.collections || self.cfg.hm_veto.is_some() {
+            self.state.collections.fetched(f.url, links());
+        }
+        if let Some(l) = &mut self.state.inlinks {
+            l.fetched(f.url, f.fetched_at_ms, links());
+        }
+    }
+
+    fn observe_exact(&mut self, url: &str, checksum: Option<u128>, fetched_at_ms: i64) {
+        self.state.exact.observe(
+            &exact::Observation {
+                url,
+                checksum,
+                fetched_at_ms,
+            },
+            &mut self.emitter,
+        );
+    }
+
+    /// The index stage: the record for the cluster stage of the page just applied (key, value).
+    pub fn take_indexed(&mut self) -> Option<(String, Vec<u8>)> {
+        self.indexed.take()
+    }
+
+    /// The cluster stage: applies one record of the index stage ([`Self::take_indexed`]),
+    /// appending the outputs it causes to `out`: exactly the clusters, hints, mirrors and
+    /// collections the all-in-one topology emits for that page.
+    pub fn apply_indexed(
+        &mut self,
+        value: &[u8],
+        out: &mut Vec<Emit>,
+    ) -> Result<(), InternalRecordError> {
+        let (r, rest): (IndexedPage, &[u8]) =
+            postcard::take_from_bytes(value).map_err(|e| InternalRecordError(e.to_string()))?;
+        if r.format != INTERNAL_FORMAT || !rest.is_empty() {
+            return Err(InternalRecordError(format!(
+                "format {} (this is {INTERNAL_FORMAT}), {} bytes left over",
+                r.format,
+                rest.len()
+            )));
+        }
+        if r.state != self.cfg.state_fingerprint() {
+            return Err(InternalRecordError(format!(
+                "indexed under parameters {}, this stage's are {}",
+                r.state,
+                self.cfg.state_fingerprint()
+            )));
+        }
+        self.state.stats.records += 1;
+        match r.checksum {
+            Some(_) => self.state.stats.pages += 1,
+            None => self.state.stats.no_content += 1,
+        }
+        self.emitter.set_at(&format_time(r.fetched_at_ms));
+        // The epoch closes at the newest event time before this page, as in the index stage.
+        let held = self.state.clock.watermark();
+        self.state.clock.follow(held, r.newest_before);
+        self.maybe_close_epoch(r.crawl_id.as_deref(), r.fetched_at_ms);
+        let before = self.state.clock.watermark();
+        self.state.clock.follow(r.watermark, r.newest);
+        if r.watermark > before {
+            self.advance_downstream(r.watermark);
+        }
+        self.fetched_downstream(&DownstreamFetch {
+            url: &r.url,
+            fetched_at_ms: r.fetched_at_ms,
+            ip: r.ip.as_deref(),
+            links: r.links.as_deref(),
+        });
+        self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
+        for url in &r.left {
+            self.state.window.remove(url);
+        }
+        if r.in_window {
+            self.state.window.insert(Arc::from(r.url.as_str()));
+        } else {
+            self.state.window.remove(r.url.as_str());
+        }
+        self.update_clusters(r.fetched_at_ms, r.changes);
+        for e in self.emitter.drain() {
+            *self.state.stats.outputs.entry(e.kind).or_default() += 1;
+            out.push(e);
+        }
+        Ok(())
+    }
+
     /// A collections epoch closes when the crawl round changes, or a day of event time after
     /// the last one (streams without rounds).
-    fn maybe_close_epoch(&mut self, page: &PageEvent) {
-        let round_changed = page.crawl_id.is_some() && page.crawl_id != self.state.epoch.0;
+    fn maybe_close_epoch(&mut self, crawl_id: Option<&str>, at_ms: i64) {
+        let round_changed = crawl_id.is_some() && crawl_id != self.state.epoch.0.as_deref();
         if self.state.epoch.1 == i64::MIN {
-            self.state.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
-        } else if round_changed || page.fetched_at_ms >= self.state.epoch.1 + EPOCH_MS {
+            self.state.epoch = (crawl_id.map(str::to_owned), at_ms);
+        } else if round_changed || at_ms >= self.state.epoch.1 + EPOCH_MS {
             // The epoch's events carry the time it ended at (the latest fetch before this
             // page), so they belong to the round they describe.
             let now = self.emitter.at().to_owned();
             self.emitter.set_at(&format_time(self.state.clock.newest()));
             self.close_epoch();
             self.emitter.set_at(&now);
-            self.state.epoch = (page.crawl_id.clone(), page.fetched_at_ms);
+            self.state.epoch = (crawl_id.map(str::to_owned), at_ms);
         }
     }
 
@@ -467,13 +678,14 @@ impl Topology {
         if !self.cfg.collections && self.cfg.hm_veto.is_none() {
             return;
         }
-        let near = &self.state.near;
-        self.state
-            .collections
-            .prune(|url| near.sketch_of(url).is_some());
-        self.state
-            .rps
-            .retain(|url, _| near.sketch_of(url).is_some());
+        // The index's window: its own, or as the index stage reported it.
+        let (near, window, role) = (&self.state.near, &self.state.window, self.state.role);
+        let windowed = |url: &str| match role {
+            Role::Cluster => window.contains(url),
+            _ => near.sketch_of(url).is_some(),
+        };
+        self.state.collections.prune(windowed);
+        self.state.rps.retain(|url, _| windowed(url));
         if self.cfg.collections {
             self.state
                 .collections
@@ -522,7 +734,8 @@ impl Topology {
                 .near
                 .veto(&a, &b, crawl_id.as_deref(), &mut self.emitter);
         }
-        self.update_clusters(self.state.clock.watermark());
+        let changes = self.state.near.take_changes().collect();
+        self.update_clusters(self.state.clock.watermark(), changes);
     }
 
     /// Ends a replay: closes the last collections epoch and crawl round, appending the outputs
@@ -558,11 +771,11 @@ impl Topology {
     }
 
     /// Feeds the pair changes of the last step to the clusters of both levels.
-    fn update_clusters(&mut self, at_ms: i64) {
+    fn update_clusters(&mut self, at_ms: i64, changes: Vec<near::PairChange>) {
         let identical = |l: Option<PairLevel>| {
             matches!(l, Some(PairLevel::VirtuallyIdentical | PairLevel::Exact))
         };
-        for ch in self.state.near.take_changes() {
+        for ch in changes {
             for (clusters, before, after) in [
                 (
                     &mut self.state.similar,

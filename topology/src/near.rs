@@ -617,6 +617,10 @@ pub struct NearIndex {
     fetches: u32,
     #[serde(skip)]
     changes: Vec<PairChange>,
+    /// The URLs that left the window since the last [`Self::take_removed`], kept only when
+    /// [`Self::track_removed`] asked (a split index stage tells its cluster stage).
+    #[serde(skip)]
+    removed: Option<Vec<Arc<str>>>,
     /// Fetches before this event time are outside the window.
     horizon_ms: i64,
 }
@@ -641,6 +645,7 @@ impl NearIndex {
             sighting: 0,
             fetches: 0,
             changes: Vec::new(),
+            removed: None,
             horizon_ms: i64::MIN,
         }
     }
@@ -658,6 +663,20 @@ impl NearIndex {
     /// The pair changes since the last call, in the order their events were emitted.
     pub fn take_changes(&mut self) -> std::vec::Drain<'_, PairChange> {
         self.changes.drain(..)
+    }
+
+    /// Keeps the URLs that leave the window (evicted, or fetched without content) for
+    /// [`Self::take_removed`].
+    pub fn track_removed(&mut self) {
+        self.removed.get_or_insert_with(Vec::new);
+    }
+
+    /// The URLs that left the window since the last call (empty unless tracked).
+    pub fn take_removed(&mut self) -> Vec<Arc<str>> {
+        self.removed
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The configuration.
@@ -953,6 +972,9 @@ impl NearIndex {
         gone.sort_by(|x, y| x.0.cmp(&y.0));
         for (purl, info) in &gone {
             self.emit(&url, purl, PairState::Retracted, info, crawl_id, out);
+        }
+        if let Some(removed) = &mut self.removed {
+            removed.push(url);
         }
         self.drop_record(slot);
     }

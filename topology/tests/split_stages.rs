@@ -6,7 +6,7 @@
 //! processing the input directly. Every stateful part is on.
 
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, Prepared, Preparer, SignOutput, Topology};
+use neardup_topology::{Emit, Prepared, Preparer, Role, SignOutput, Topology};
 use std::collections::BTreeMap;
 
 mod common;
@@ -72,6 +72,92 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
             "{kind:?} outputs differ between split and all-in-one"
         );
     }
+}
+
+/// sign -> index -> cluster: the index stage forwards each page's record to the cluster stage,
+/// and the three give the all-in-one outputs, kind by kind and in order, with every part that
+/// can run split on (collections, in-link ranking, mirrors) and a page budget small enough that
+/// pages are evicted (so the cluster stage follows the index's window). Records come from two
+/// input partitions, so the watermark waits for the slower one in both runs.
+#[test]
+fn sign_index_and_cluster_give_the_all_in_one_outputs() {
+    let mut cfg = everything_on();
+    cfg.hm_veto = None;
+    cfg.track_evolution = false;
+    cfg.near.max_pages = 40;
+    let lines = mixed_stream();
+    let src = |i: usize| Source::Kafka {
+        topic: "crawl.pages".into(),
+        partition: (i % 2) as i32,
+        offset: i as i64,
+    };
+
+    let mut whole = Topology::new(cfg.clone());
+    let mut expected = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        whole.process(line, &src(i), &mut expected);
+    }
+    assert!(whole.near_stats().evicted_by_budget > 0);
+
+    let mut preparer = Preparer::new(&cfg);
+    let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
+    let mut cluster = Topology::with_role(cfg.clone(), Role::Cluster).expect("cluster");
+    let mut got = Vec::new();
+    let mut forwarded = 0;
+    for (i, line) in lines.iter().enumerate() {
+        match preparer.prepare(line).into_sign_output(line, &src(i), &cfg) {
+            SignOutput::DeadLetter(e) => got.push(e),
+            SignOutput::Internal { value, .. } => {
+                let prepared = Prepared::from_internal(&value, &cfg).expect("reads back");
+                index.apply(prepared, &[], &src(i), &mut got);
+                let (key, record) = index
+                    .take_indexed()
+                    .expect("a record for the cluster stage");
+                assert!(line.windows(key.len()).any(|w| w == key.as_bytes()));
+                forwarded += 1;
+                cluster.apply_indexed(&record, &mut got).expect("applies");
+            }
+        }
+    }
+    assert!(forwarded > 100);
+    let mut tail = Vec::new();
+    whole.finish(&mut tail);
+    expected.extend(tail);
+    let mut tail = Vec::new();
+    cluster.finish(&mut tail);
+    got.extend(tail);
+    let (want, got) = (by_kind(&expected), by_kind(&got));
+    for kind in [
+        OutputKind::Clusters,
+        OutputKind::Mirrors,
+        OutputKind::Collections,
+        OutputKind::Recrawl,
+    ] {
+        assert!(
+            want.get(&kind).is_some_and(|w| !w.is_empty()),
+            "{kind:?}: the stream exercises it"
+        );
+    }
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>()
+    );
+    for (kind, w) in &want {
+        assert!(
+            got[kind] == *w,
+            "{kind:?} outputs differ between split and all-in-one ({} vs {})",
+            got[kind].len(),
+            w.len()
+        );
+    }
+}
+
+#[test]
+fn parts_that_feed_back_into_the_index_refuse_to_run_split() {
+    let err = Topology::with_role(everything_on(), Role::Cluster)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("--stage all"), "{err}");
 }
 
 #[test]
