@@ -625,7 +625,9 @@ impl Topology {
             None => self.state.stats.no_content += 1,
         }
         self.emitter.set_at(&format_time(r.fetched_at_ms));
-        // The epoch closes at the newest event time before this page, as in the index stage.
+        // The epoch closes at the newest event time before this page. The clock holds it since
+        // the previous record; this matters when the stage starts on a topic whose earlier
+        // records are gone (retention).
         let held = self.state.clock.watermark();
         self.state.clock.follow(held, r.newest_before);
         self.maybe_close_epoch(r.crawl_id.as_deref(), r.fetched_at_ms);
