@@ -194,13 +194,29 @@ pub enum Stage {
     /// URL (dead letters go straight to their topic). Scales with the input partitions.
     Sign,
     /// The sliding-window sketch index and pair verification, reading PREFIX + `internal.signed`
-    /// with the consumer group GROUP + `.index`; in this build it also runs the cluster and
-    /// mirror stages, and publishes every output but the dead letters.
+    /// with the consumer group GROUP + `.index`: publishes the signatures and pairs, and one
+    /// record per page to PREFIX + `internal.indexed` for the cluster stage.
     Index,
-    /// The incremental near-duplicate clusters.
+    /// Everything downstream of the pairs: exact groups, near-duplicate clusters, crawl hints,
+    /// mirrors and collections, reading PREFIX + `internal.indexed` with the consumer group
+    /// GROUP + `.cluster`.
     Cluster,
-    /// Mirror host pairs and replicated collections.
+    /// Mirror host pairs and replicated collections: not a stage of its own; they run in the
+    /// cluster stage (refused).
     Mirror,
+}
+
+impl Stage {
+    /// The part of the topology the stage holds state for (`None`: stateless, or refused).
+    pub fn role(self) -> Option<neardup_topology::Role> {
+        use neardup_topology::Role;
+        match self {
+            Stage::All => Some(Role::All),
+            Stage::Index => Some(Role::Index),
+            Stage::Cluster => Some(Role::Cluster),
+            Stage::Sign | Stage::Mirror => None,
+        }
+    }
 }
 
 /// `neardup run`.

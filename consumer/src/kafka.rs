@@ -34,7 +34,9 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
 use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, InternalRecordError, Prepared, Preparer, SignOutput, Topology};
+use neardup_topology::{
+    Emit, Indexed, InternalRecordError, Prepared, Preparer, Role, SignOutput, Topology,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
@@ -118,6 +120,11 @@ impl KafkaOptions {
         format!("{}internal.signed", self.output_prefix)
     }
 
+    /// The internal topic from the index stage to the cluster stage (one partition).
+    pub fn indexed_topic(&self) -> String {
+        format!("{}internal.indexed", self.output_prefix)
+    }
+
     /// These options as the stage reads its input: the index stage reads the internal topic
     /// with a consumer group of its own.
     fn for_stage(&self) -> KafkaOptions {
@@ -125,6 +132,10 @@ impl KafkaOptions {
         if self.stage == Stage::Index {
             o.input_topic = self.internal_topic();
             o.group = format!("{}.index", self.group);
+        }
+        if self.stage == Stage::Cluster {
+            o.input_topic = self.indexed_topic();
+            o.group = format!("{}.cluster", self.group);
         }
         if self.stage == Stage::Sign {
             // Nothing to keep: signing is stateless.

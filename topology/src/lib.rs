@@ -162,6 +162,8 @@ pub struct Stats {
     pub outputs: BTreeMap<OutputKind, u64>,
     /// Pair detections (every level, including level changes).
     pub pairs_detected: u64,
+    /// Cluster stage: records of the index stage received again and skipped.
+    pub repeats_skipped: u64,
 }
 
 impl Stats {
@@ -209,6 +211,8 @@ struct IndexedPage {
     newest_before: i64,
     watermark: i64,
     newest: i64,
+    /// Where the index stage read the page (partition, offset): repeats are recognised by it.
+    origin: (i32, i64),
     /// The URL is in the index's window after this page.
     in_window: bool,
     /// URLs that left the index's window while this page was applied.
@@ -247,6 +251,10 @@ struct State {
     role: Role,
     /// In the cluster stage: the URLs in the index stage's window (what collections keep).
     window: std::collections::HashSet<Arc<str>, hash::StrBuild>,
+    /// In the cluster stage: per partition of the index stage's input, the last offset whose
+    /// record was applied. The index stage sends a record again after a restart (at least
+    /// once); applying it twice would apply its pair changes twice.
+    indexed_upto: BTreeMap<i32, i64>,
 }
 
 /// The part of the topology a process runs (DESIGN.md §3). The split stages together give
@@ -300,6 +308,7 @@ impl Topology {
             stats: Stats::default(),
             role: Role::All,
             window: Default::default(),
+            indexed_upto: BTreeMap::new(),
         };
         Topology {
             params: cfg.params_fingerprint(),
@@ -542,6 +551,12 @@ impl Topology {
                     newest_before,
                     watermark,
                     newest: self.state.clock.newest(),
+                    origin: match source {
+                        Source::Kafka {
+                            partition, offset, ..
+                        } => (*partition, *offset),
+                        Source::File { line, .. } => (0, *line as i64),
+                    },
                     in_window: self.state.near.sketch_of(&page.url).is_some(),
                     left: self.state.near.take_removed(),
                     changes,
@@ -595,31 +610,22 @@ impl Topology {
         self.indexed.take()
     }
 
-    /// The cluster stage: applies one record of the index stage ([`Self::take_indexed`]),
-    /// appending the outputs it causes to `out`: exactly the clusters, hints, mirrors and
-    /// collections the all-in-one topology emits for that page.
-    pub fn apply_indexed(
-        &mut self,
-        value: &[u8],
-        out: &mut Vec<Emit>,
-    ) -> Result<(), InternalRecordError> {
-        let (r, rest): (IndexedPage, &[u8]) =
-            postcard::take_from_bytes(value).map_err(|e| InternalRecordError(e.to_string()))?;
-        if r.format != INTERNAL_FORMAT || !rest.is_empty() {
-            return Err(InternalRecordError(format!(
-                "format {} (this is {INTERNAL_FORMAT}), {} bytes left over",
-                r.format,
-                rest.len()
-            )));
-        }
-        if r.state != self.cfg.state_fingerprint() {
-            return Err(InternalRecordError(format!(
-                "indexed under parameters {}, this stage's are {}",
-                r.state,
-                self.cfg.state_fingerprint()
-            )));
-        }
+    /// The cluster stage: applies one record of the index stage ([`Self::take_indexed`],
+    /// read back by [`Indexed::decode`]), appending the outputs it causes to `out`: exactly the
+    /// clusters, hints, mirrors and collections the all-in-one topology emits for that page.
+    pub fn apply_indexed(&mut self, record: Indexed, out: &mut Vec<Emit>) {
+        let r = *record.0;
         self.state.stats.records += 1;
+        let (partition, offset) = r.origin;
+        match self.state.indexed_upto.get(&partition) {
+            Some(&upto) if offset <= upto => {
+                self.state.stats.repeats_skipped += 1;
+                return;
+            }
+            _ => {
+                self.state.indexed_upto.insert(partition, offset);
+            }
+        }
         match r.checksum {
             Some(_) => self.state.stats.pages += 1,
             None => self.state.stats.no_content += 1,
@@ -656,7 +662,6 @@ impl Topology {
             *self.state.stats.outputs.entry(e.kind).or_default() += 1;
             out.push(e);
         }
-        Ok(())
     }
 
     /// A collections epoch closes when the crawl round changes, or a day of event time after
@@ -921,9 +926,36 @@ pub enum SignOutput {
     DeadLetter(Emit),
 }
 
+/// A record of the index stage for the cluster stage, read back.
+pub struct Indexed(Box<IndexedPage>);
+
+impl Indexed {
+    /// Reads a record of [`Topology::take_indexed`] (on any thread), refusing one of another
+    /// format or of other parameters.
+    pub fn decode(value: &[u8], cfg: &Config) -> Result<Indexed, InternalRecordError> {
+        let (r, rest): (IndexedPage, &[u8]) =
+            postcard::take_from_bytes(value).map_err(|e| InternalRecordError(e.to_string()))?;
+        if r.format != INTERNAL_FORMAT || !rest.is_empty() {
+            return Err(InternalRecordError(format!(
+                "format {} (this is {INTERNAL_FORMAT}), {} bytes left over",
+                r.format,
+                rest.len()
+            )));
+        }
+        if r.state != cfg.state_fingerprint() {
+            return Err(InternalRecordError(format!(
+                "indexed under parameters {}, this stage's are {}",
+                r.state,
+                cfg.state_fingerprint()
+            )));
+        }
+        Ok(Indexed(Box::new(r)))
+    }
+}
+
 /// Why an internal record cannot be read.
 #[derive(Debug, thiserror::Error)]
-#[error("an internal record of the sign stage cannot be read ({0}); the sign and index stages must run the same neardup version and signature parameters")]
+#[error("an internal record of the split topology cannot be read ({0}); its stages must run the same neardup version and parameters")]
 pub struct InternalRecordError(String);
 
 impl Prepared {

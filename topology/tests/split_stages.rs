@@ -6,7 +6,7 @@
 //! processing the input directly. Every stateful part is on.
 
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, Prepared, Preparer, Role, SignOutput, Topology};
+use neardup_topology::{Emit, Indexed, Prepared, Preparer, Role, SignOutput, Topology};
 use std::collections::BTreeMap;
 
 mod common;
@@ -104,6 +104,7 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     let mut cluster = Topology::with_role(cfg.clone(), Role::Cluster).expect("cluster");
     let mut got = Vec::new();
     let mut forwarded = 0;
+    let mut sent: Vec<Vec<u8>> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         match preparer.prepare(line).into_sign_output(line, &src(i), &cfg) {
             SignOutput::DeadLetter(e) => got.push(e),
@@ -115,11 +116,23 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
                     .expect("a record for the cluster stage");
                 assert!(line.windows(key.len()).any(|w| w == key.as_bytes()));
                 forwarded += 1;
-                cluster.apply_indexed(&record, &mut got).expect("applies");
+                sent.push(record.clone());
+                let record = Indexed::decode(&record, &cfg).expect("reads back");
+                cluster.apply_indexed(record, &mut got);
+                if forwarded % 40 == 0 {
+                    // The index stage restarted and sends its last records again (at least
+                    // once): the cluster stage recognises and skips them.
+                    for again in &sent[sent.len() - 7..] {
+                        let before = got.len();
+                        cluster.apply_indexed(Indexed::decode(again, &cfg).unwrap(), &mut got);
+                        assert_eq!(got.len(), before, "a repeat has no outputs");
+                    }
+                }
             }
         }
     }
     assert!(forwarded > 100);
+    assert_eq!(cluster.stats().repeats_skipped, 7 * (forwarded / 40) as u64);
     let mut tail = Vec::new();
     whole.finish(&mut tail);
     expected.extend(tail);
@@ -181,6 +194,33 @@ fn an_internal_record_of_other_parameters_or_damaged_is_refused() {
         .expect("refused");
     assert!(err.to_string().contains("parameters"), "{err}");
     let err = Prepared::from_internal(&value[..value.len() / 2], &cfg)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("same neardup version"), "{err}");
+}
+
+#[test]
+fn an_indexed_record_of_other_parameters_or_damaged_is_refused() {
+    let mut cfg = everything_on();
+    cfg.hm_veto = None;
+    cfg.track_evolution = false;
+    let line = &mixed_stream()[0];
+    let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
+    index.process(
+        line,
+        &Source::File {
+            file: "x".into(),
+            line: 1,
+        },
+        &mut Vec::new(),
+    );
+    let (_, value) = index.take_indexed().expect("a record");
+    assert!(Indexed::decode(&value, &cfg).is_ok());
+    let mut other = cfg.clone();
+    other.window_ms /= 2;
+    let err = Indexed::decode(&value, &other).err().expect("refused");
+    assert!(err.to_string().contains("parameters"), "{err}");
+    let err = Indexed::decode(&value[..value.len() - 3], &cfg)
         .err()
         .expect("refused");
     assert!(err.to_string().contains("same neardup version"), "{err}");
