@@ -416,20 +416,30 @@ async fn sigterm_drains_commits_and_restart_loses_nothing() {
     interrupted_run("term", "-TERM").await;
 }
 
-/// The split topology: `--stage sign` (input -> internal topic, dead letters) then
-/// `--stage index` (internal topic -> every other output), against the broker, publish exactly
-/// what the all-in-one run publishes (the in-memory oracle, which `run_produces_exactly_the_
+/// The split topology: `--stage sign` (input -> internal topic, dead letters), `--stage index`
+/// (-> signatures, pairs, and one record per page on the second internal topic) and
+/// `--stage cluster` (-> clusters, hints, mirrors), against the broker, publish exactly what
+/// the all-in-one run publishes (the in-memory oracle, which `run_produces_exactly_the_
 /// replay_outputs` holds the all-in-one run to), kind by kind, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn split_sign_and_index_stages_publish_the_all_in_one_outputs() {
+async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     let s = Setup::new("split").await;
     let sample = sample_crawl(&SampleOptions::default());
     s.produce(&sample).await;
-    let internal = format!("{}internal.signed", s.prefix);
     let admin: AdminClient<DefaultClientContext> = s.config().create().unwrap();
+    let (signed, indexed) = (
+        format!("{}internal.signed", s.prefix),
+        format!("{}internal.indexed", s.prefix),
+    );
+    // The cluster stage refuses to start before its input topic exists.
+    let mut early = s.spawn(&["--stage", "cluster", "--exit-at-end"]);
+    assert!(!wait_exit(&mut early, Duration::from_secs(60)).success());
     for r in admin
         .create_topics(
-            &[NewTopic::new(&internal, 1, TopicReplication::Fixed(1))],
+            &[
+                NewTopic::new(&signed, 1, TopicReplication::Fixed(1)),
+                NewTopic::new(&indexed, 1, TopicReplication::Fixed(1)),
+            ],
             &AdminOptions::new(),
         )
         .await
@@ -437,17 +447,28 @@ async fn split_sign_and_index_stages_publish_the_all_in_one_outputs() {
     {
         r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
     }
-    let mut sign = s.spawn(&["--stage", "sign", "--exit-at-end"]);
-    assert!(wait_exit(&mut sign, Duration::from_secs(120)).success());
-    let mut index = s.spawn(&["--stage", "index", "--exit-at-end"]);
-    assert!(wait_exit(&mut index, Duration::from_secs(120)).success());
+    for stage in ["sign", "index", "cluster"] {
+        let mut p = s.spawn(&["--stage", stage, "--exit-at-end"]);
+        assert!(
+            wait_exit(&mut p, Duration::from_secs(120)).success(),
+            "--stage {stage}"
+        );
+    }
 
     let got = s.read_outputs();
     let want = s.oracle(&sample);
     for kind in OutputKind::ALL {
         assert_same(kind, &got[&kind], &want[&kind]);
     }
-    assert!(!got[&OutputKind::DeadLetter].is_empty() && !got[&OutputKind::Pairs].is_empty());
+    for kind in [
+        OutputKind::DeadLetter,
+        OutputKind::Pairs,
+        OutputKind::Clusters,
+        OutputKind::Mirrors,
+        OutputKind::Recrawl,
+    ] {
+        assert!(!got[&kind].is_empty(), "{kind:?}");
+    }
 }
 
 /// A burst of malformed records in the middle of the stream (300 in a row, every kind of defect

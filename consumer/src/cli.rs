@@ -207,6 +207,17 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// The stage's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::All => "all",
+            Stage::Sign => "sign",
+            Stage::Index => "index",
+            Stage::Cluster => "cluster",
+            Stage::Mirror => "mirror",
+        }
+    }
+
     /// The part of the topology the stage holds state for (`None`: stateless, or refused).
     pub fn role(self) -> Option<neardup_topology::Role> {
         use neardup_topology::Role;
@@ -231,9 +242,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub check_config: bool,
     /// Which part of the topology this process runs: `all` (every stage in one process, the
-    /// default), or `sign` and `index`, the split stages connected by the internal topic
-    /// PREFIX + `internal.signed` (DESIGN.md §3). `cluster` and `mirror` are accepted by
-    /// `--check-config` but not split out yet (`index` runs them): `run` refuses them.
+    /// default), or `sign`, `index` and `cluster`, the split stages connected by the internal
+    /// topics PREFIX + `internal.signed` and PREFIX + `internal.indexed` (DESIGN.md §3).
+    /// `mirror` is accepted by `--check-config` but refused by `run`: the cluster stage runs the
+    /// mirrors and collections.
     #[arg(long, value_enum, default_value_t = Stage::All, env = "NEARDUP_STAGE")]
     pub stage: Stage,
     /// Kafka bootstrap servers (required: here, in NEARDUP_BROKERS or in the file).

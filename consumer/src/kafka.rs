@@ -35,7 +35,7 @@ use futures::FutureExt;
 use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{
-    Emit, Indexed, InternalRecordError, Prepared, Preparer, Role, SignOutput, Topology,
+    Emit, Indexed, InternalRecordError, Prepared, Preparer, SignOutput, Topology,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
@@ -303,11 +303,19 @@ pub async fn run(
     let opts = &opts.for_stage();
     let started = Instant::now();
     let eof = if opts.exit_at_end { "true" } else { "false" };
+    // The index stage's records must reach the cluster stage in order: an idempotent producer
+    // keeps the order through retries.
+    let idempotent = if opts.stage == Stage::Index {
+        "true"
+    } else {
+        "false"
+    };
     let producer: FutureProducer = opts
         .client_config(&[
             ("acks", "all"),
             ("linger.ms", "5"),
             ("message.timeout.ms", "120000"),
+            ("enable.idempotence", idempotent),
         ])
         .create()
         .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
@@ -355,16 +363,31 @@ pub async fn run(
         Some(s) => tokio::task::block_in_place(|| s.load(cfg.clone(), &opts.input_topic))?,
         None => None,
     };
+    let role = opts.stage.role();
     let mut topo = match loaded {
         Some((topo, header)) => {
+            if Some(topo.role()) != role {
+                bail!(
+                    "the checkpoint in {} holds the state of another stage ({:?}); give each stage its own --checkpoint-dir",
+                    store.as_ref().map(|s| s.path().display().to_string()).unwrap_or_default(),
+                    topo.role()
+                );
+            }
             info!(path = %store.as_ref().map(|s| s.path().display().to_string()).unwrap_or_default(),
                 offsets = ?header.offsets, watermark = ?header.watermark, records = header.records,
                 "state restored from the checkpoint");
             state_from = header.offsets;
             topo
         }
-        None => Topology::new(cfg),
+        None => match role {
+            Some(role) => Topology::with_role(cfg, role)
+                .map_err(|e| anyhow!("--stage {}: {e}", opts.stage.name()))?,
+            None => Topology::new(cfg),
+        },
     };
+    if matches!(opts.stage, Stage::Index | Stage::Cluster) {
+        check_one_partition(&consumer, &opts.indexed_topic())?;
+    }
     let mut checkpoint_tick = tokio::time::interval_at(
         tokio::time::Instant::now() + opts.checkpoint_interval,
         opts.checkpoint_interval,
@@ -392,6 +415,7 @@ pub async fn run(
     let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "apply");
     let mut pool = PreparePool::new(&cfg_for_pool, opts.stage);
     let internal_topic = opts.internal_topic();
+    let indexed_topic = opts.indexed_topic();
     let mut preparing = FuturesOrdered::new();
     let in_flight_gauge = gauge!("neardup_in_flight_records");
 
@@ -505,6 +529,9 @@ pub async fn run(
                 let prepared = prepared.map_err(|e| anyhow!("{e} ({}/{p} offset {o}, not committed)", opts.input_topic))?;
                 let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
                 if opts.stage == Stage::Sign {
+                    let Ready::Page(prepared) = prepared else {
+                        bail!("the sign stage was given an indexed record");
+                    };
                     let (topic, key, value, dead) = match prepared.into_sign_output(&payload, &src, &cfg_for_pool) {
                         SignOutput::Internal { key, value } => (&internal_topic, key, value, false),
                         SignOutput::DeadLetter(e) => (&topics[&e.kind], e.key, e.value, true),
@@ -535,13 +562,19 @@ pub async fn run(
                 }
                 let t0 = Instant::now();
                 let dead_before = topo.stats().dead_letter_total();
-                topo.apply(prepared, &payload, &src, &mut out);
+                match prepared {
+                    Ready::Page(prepared) => topo.apply(prepared, &payload, &src, &mut out),
+                    Ready::Indexed(record) => topo.apply_indexed(record, &mut out),
+                }
                 process_seconds.record(t0.elapsed().as_secs_f64());
                 guard.record(topo.stats().dead_letter_total() > dead_before)
                     .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
                 let mut deliveries = Vec::with_capacity(out.len());
                 for e in out.drain(..) {
                     deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
+                }
+                if let Some((key, value)) = topo.take_indexed() {
+                    deliveries.push(send_raw(&producer, &indexed_topic, &key, &value).await?);
                 }
                 in_flight.push_back(acknowledged(deliveries, p, o, era).boxed());
                 applied_shared.lock().expect("applied offsets").insert(p, o + 1);
@@ -593,9 +626,57 @@ pub async fn run(
     })
 }
 
-/// What preparing one record gives: the record, and its decoded and signed page (or, in the
-/// index stage, the page read back from the sign stage's internal record).
-type PrepareResult = (Vec<u8>, Result<Prepared, InternalRecordError>);
+/// What preparing one record gives: the record, and its decoded and signed page (in the index
+/// stage, the page read back from the sign stage's internal record; in the cluster stage, the
+/// index stage's record read back).
+type PrepareResult = (Vec<u8>, Result<Ready, InternalRecordError>);
+
+/// A record ready to apply.
+enum Ready {
+    Page(Prepared),
+    Indexed(Indexed),
+}
+
+/// Applies a record as the stage does, without publishing anything (restoring state).
+fn apply_silently(
+    stage: Stage,
+    topo: &mut Topology,
+    payload: &[u8],
+    src: &Source,
+    scratch: &mut Vec<Emit>,
+) -> Result<()> {
+    match stage {
+        Stage::Index => {
+            let prepared = Prepared::from_internal(payload, topo.config())?;
+            topo.apply(prepared, payload, src, scratch);
+            topo.take_indexed();
+        }
+        Stage::Cluster => {
+            let record = Indexed::decode(payload, topo.config())?;
+            topo.apply_indexed(record, scratch);
+        }
+        _ => topo.process(payload, src, scratch),
+    }
+    Ok(())
+}
+
+/// The index stage's records reach the cluster stage in the order they were applied only
+/// through a topic of one partition.
+fn check_one_partition(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<()> {
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(30))
+        .with_context(|| format!("cannot read the metadata of {topic}"))?;
+    let partitions = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map_or(0, |t| t.partitions().len());
+    match partitions {
+        1 => Ok(()),
+        0 => bail!("the internal topic {topic} does not exist: create it with exactly one partition before starting the index and cluster stages"),
+        n => bail!("the internal topic {topic} has {n} partitions: it needs exactly one, so that the cluster stage applies pages in the order the index stage did"),
+    }
+}
 
 /// A record to prepare, and where its result goes (with the record, for applying it).
 type PrepareJob = (Vec<u8>, tokio::sync::oneshot::Sender<PrepareResult>);
@@ -625,8 +706,11 @@ impl PreparePool {
                         while let Ok((raw, reply)) = rx.recv() {
                             let t0 = Instant::now();
                             let prepared = match stage {
-                                Stage::Index => Prepared::from_internal(&raw, &cfg),
-                                _ => Ok(preparer.prepare(&raw)),
+                                Stage::Index => {
+                                    Prepared::from_internal(&raw, &cfg).map(Ready::Page)
+                                }
+                                Stage::Cluster => Indexed::decode(&raw, &cfg).map(Ready::Indexed),
+                                _ => Ok(Ready::Page(preparer.prepare(&raw))),
                             };
                             seconds.record(t0.elapsed().as_secs_f64());
                             // The run loop may have stopped waiting: nothing to do then.
@@ -950,7 +1034,14 @@ fn restore_partition(
                 partition: p,
                 offset: m.offset(),
             };
-            topo.process(m.payload().unwrap_or(&[]), &src, &mut scratch);
+            apply_silently(
+                opts.stage,
+                topo,
+                m.payload().unwrap_or(&[]),
+                &src,
+                &mut scratch,
+            )
+            .with_context(|| format!("restoring state from {}/{p}", opts.input_topic))?;
             scratch.clear();
             next = m.offset() + 1;
             n += 1;

@@ -59,7 +59,7 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                 }
                 if let Some(role) = args.stage.role() {
                     neardup_topology::Topology::with_role(args.topology.config(), role)
-                        .map_err(|e| anyhow::anyhow!("--stage {}: {e}", stage_name(args.stage)))?;
+                        .map_err(|e| anyhow::anyhow!("--stage {}: {e}", args.stage.name()))?;
                 }
                 kafka::check_clients(&(&args).into())?;
                 print!("{}", config::to_toml(&config::effective(&args)));

@@ -36,7 +36,7 @@ FULL = f"{RELEASE}-neardup"  # the chart's full name for this release
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas.
 KUBE_VERSIONS = ("1.25.0", "1.37.0")
 CRD_KINDS = {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"}
-STAGES = ("sign", "index")
+STAGES = ("sign", "index", "cluster")
 
 
 def tool(name):
@@ -242,7 +242,7 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(sorted(kinds), sorted(STAGES))
         self.assertEqual(kinds["sign"]["kind"], "Deployment")
         self.assertEqual(kinds["sign"]["spec"]["replicas"], 3)
-        for stage in ("index",):
+        for stage in ("index", "cluster"):
             self.assertEqual(kinds[stage]["kind"], "StatefulSet", stage)
             self.assertEqual(kinds[stage]["spec"]["serviceName"], f"{FULL}-{stage}-headless")
             split.one("Service", f"{FULL}-{stage}-headless")

@@ -50,8 +50,8 @@ The stages this release runs, as a list of names: `all`, or the four split stage
 order.
 */}}
 {{- define "neardup.stageNames" -}}
-{{- /* cluster and mirror run inside the index stage until neardup splits them out */}}
-{{- if .Values.split }}sign index{{ else }}all{{ end }}
+{{- /* mirrors and collections run in the cluster stage */}}
+{{- if .Values.split }}sign index cluster{{ else }}all{{ end }}
 {{- end }}
 
 {{/* Name of one stage's workload: full name and stage. */}}
