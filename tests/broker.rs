@@ -121,6 +121,23 @@ impl Setup {
         }
     }
 
+    /// The split topology's internal topics, one partition each.
+    async fn create_internal_topics(&self) {
+        let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
+        let names = ["internal.signed", "internal.indexed"].map(|t| format!("{}{t}", self.prefix));
+        let topics: Vec<NewTopic> = names
+            .iter()
+            .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
+            .collect();
+        for r in admin
+            .create_topics(&topics, &AdminOptions::new())
+            .await
+            .unwrap()
+        {
+            r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
+        }
+    }
+
     fn spawn(&self, extra: &[&str]) -> Child {
         self.command(extra).spawn().expect("spawn neardup")
     }
@@ -426,27 +443,10 @@ async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     let s = Setup::new("split").await;
     let sample = sample_crawl(&SampleOptions::default());
     s.produce(&sample).await;
-    let admin: AdminClient<DefaultClientContext> = s.config().create().unwrap();
-    let (signed, indexed) = (
-        format!("{}internal.signed", s.prefix),
-        format!("{}internal.indexed", s.prefix),
-    );
     // The cluster stage refuses to start before its input topic exists.
     let mut early = s.spawn(&["--stage", "cluster", "--exit-at-end"]);
     assert!(!wait_exit(&mut early, Duration::from_secs(60)).success());
-    for r in admin
-        .create_topics(
-            &[
-                NewTopic::new(&signed, 1, TopicReplication::Fixed(1)),
-                NewTopic::new(&indexed, 1, TopicReplication::Fixed(1)),
-            ],
-            &AdminOptions::new(),
-        )
-        .await
-        .unwrap()
-    {
-        r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
-    }
+    s.create_internal_topics().await;
     for stage in ["sign", "index", "cluster"] {
         let mut p = s.spawn(&["--stage", stage, "--exit-at-end"]);
         assert!(
@@ -469,6 +469,79 @@ async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     ] {
         assert!(!got[&kind].is_empty(), "{kind:?}");
     }
+}
+
+/// The split topology with the index stage SIGKILLed mid-stream and restarted while the
+/// cluster stage runs on: the restarted index stage rebuilds its state by re-reading its
+/// internal topic and sends the records of the pages it applies again; the cluster stage skips
+/// those it has applied. Every output of the all-in-one oracle is there and nothing else, and
+/// the cluster stage's outputs are not repeated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
+    let s = Setup::new("splitkill").await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    s.create_internal_topics().await;
+    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+    let mut sign = s.spawn(&["--stage", "sign", "--exit-at-end"]);
+    assert!(wait_exit(&mut sign, Duration::from_secs(120)).success());
+    let mut cluster = s.spawn(&["--stage", "cluster"]);
+    let mut index = s.spawn(&["--stage", "index", "--max-in-flight", "1"]);
+    let started = Instant::now();
+    while s.count(OutputKind::Signatures) < total_signatures / 3 {
+        assert!(index.try_wait().unwrap().is_none(), "neardup exited early");
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill")
+        .args(["-KILL", &index.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    wait_exit(&mut index, Duration::from_secs(60));
+    let at_kill = s.count(OutputKind::Signatures);
+    assert!(
+        at_kill < total_signatures,
+        "the stream had finished before the kill"
+    );
+    let mut index = s.spawn(&["--stage", "index", "--exit-at-end"]);
+    assert!(wait_exit(&mut index, Duration::from_secs(120)).success());
+
+    // The cluster stage has caught up once every output the oracle has is there.
+    let want = s.oracle(&sample);
+    let downstream = [
+        OutputKind::Clusters,
+        OutputKind::Mirrors,
+        OutputKind::Recrawl,
+    ];
+    let started = Instant::now();
+    loop {
+        let got = s.read_outputs();
+        let caught_up = downstream.iter().all(|k| {
+            let have: BTreeSet<&(String, Vec<u8>)> = got[k].iter().collect();
+            want[k].iter().all(|r| have.contains(r))
+        });
+        if caught_up {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the cluster stage did not catch up"
+        );
+    }
+    assert!(Command::new("kill")
+        .args(["-TERM", &cluster.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(wait_exit(&mut cluster, Duration::from_secs(60)).success());
+
+    let got = s.read_outputs();
+    let repeats = assert_no_loss_no_divergence(&got, &want);
+    for kind in downstream {
+        assert_eq!(got[&kind].len(), want[&kind].len(), "{kind:?} repeated");
+    }
+    eprintln!("index stage killed at {at_kill}/{total_signatures} signatures; {repeats} repeated outputs (signatures and pairs) after its restart");
 }
 
 /// A burst of malformed records in the middle of the stream (300 in a row, every kind of defect
