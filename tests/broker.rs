@@ -485,27 +485,31 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
     let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
     let mut sign = s.spawn(&["--stage", "sign", "--exit-at-end"]);
     assert!(wait_exit(&mut sign, Duration::from_secs(120)).success());
-    let mut cluster = s.spawn(&["--stage", "cluster"]);
-    let mut index = s.spawn(&["--stage", "index", "--max-in-flight", "1"]);
+    // Killed on the way out if the test fails, so it does not outlive the test.
+    let mut cluster = KillOnDrop(s.spawn(&["--stage", "cluster"]));
+    let mut index = KillOnDrop(s.spawn(&["--stage", "index", "--max-in-flight", "1"]));
     let started = Instant::now();
     while s.count(OutputKind::Signatures) < total_signatures / 3 {
-        assert!(index.try_wait().unwrap().is_none(), "neardup exited early");
+        assert!(
+            index.0.try_wait().unwrap().is_none(),
+            "neardup exited early"
+        );
         assert!(started.elapsed() < Duration::from_secs(120), "no progress");
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(Command::new("kill")
-        .args(["-KILL", &index.id().to_string()])
+        .args(["-KILL", &index.0.id().to_string()])
         .status()
         .unwrap()
         .success());
-    wait_exit(&mut index, Duration::from_secs(60));
+    wait_exit(&mut index.0, Duration::from_secs(60));
     let at_kill = s.count(OutputKind::Signatures);
     assert!(
         at_kill < total_signatures,
         "the stream had finished before the kill"
     );
-    let mut index = s.spawn(&["--stage", "index", "--exit-at-end"]);
-    assert!(wait_exit(&mut index, Duration::from_secs(120)).success());
+    let mut index = KillOnDrop(s.spawn(&["--stage", "index", "--exit-at-end"]));
+    assert!(wait_exit(&mut index.0, Duration::from_secs(120)).success());
 
     // The cluster stage has caught up once every output the oracle has is there.
     let want = s.oracle(&sample);
@@ -530,11 +534,11 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
         );
     }
     assert!(Command::new("kill")
-        .args(["-TERM", &cluster.id().to_string()])
+        .args(["-TERM", &cluster.0.id().to_string()])
         .status()
         .unwrap()
         .success());
-    assert!(wait_exit(&mut cluster, Duration::from_secs(60)).success());
+    assert!(wait_exit(&mut cluster.0, Duration::from_secs(60)).success());
 
     let got = s.read_outputs();
     let repeats = assert_no_loss_no_divergence(&got, &want);

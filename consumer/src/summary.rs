@@ -29,6 +29,13 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
         "  pages/s         {:>10.0}",
         (stats.pages + stats.no_content) as f64 / secs
     );
+    if stats.repeats_skipped > 0 {
+        let _ = writeln!(
+            s,
+            "  repeats skipped {:>10}   (records the index stage sent again)",
+            stats.repeats_skipped
+        );
+    }
     let _ = writeln!(s, "  dead letters    {:>10}", stats.dead_letter_total());
     for (reason, n) in &stats.dead_letters {
         let _ = writeln!(s, "    {:<22}{:>8}", reason.as_str(), n);

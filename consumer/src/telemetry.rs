@@ -14,6 +14,7 @@
 //! | `neardup_dead_letters_total` | counter | `reason` |
 //! | `neardup_output_records_total` | counter | `kind` (signatures, pairs, ...) |
 //! | `neardup_pairs_detected_total` | counter | |
+//! | `neardup_repeats_skipped_total` | counter | (cluster stage: index-stage records received again) |
 //! | `neardup_window_pages`, `neardup_live_pairs` | gauge | |
 //! | `neardup_window_evictions_total` | counter | `cause` (`time`, `budget`) |
 //! | `neardup_clusters`, `neardup_clustered_pages` | gauge | `level` |
@@ -63,6 +64,7 @@ pub fn record_topology(topo: &Topology) {
     counter!("neardup_pages_total").absolute(s.pages);
     counter!("neardup_no_content_total").absolute(s.no_content);
     counter!("neardup_pairs_detected_total").absolute(s.pairs_detected);
+    counter!("neardup_repeats_skipped_total").absolute(s.repeats_skipped);
     for (reason, n) in &s.dead_letters {
         counter!("neardup_dead_letters_total", "reason" => reason.as_str()).absolute(*n);
     }
