@@ -289,6 +289,11 @@ pub struct RunArgs {
     /// How long shutdown may wait for in-flight outputs before it gives up (without committing them).
     #[arg(long, default_value = "30s", value_parser = parse_duration, env = "NEARDUP_DRAIN_TIMEOUT")]
     pub drain_timeout: Duration,
+    /// Records of several input partitions are applied in event-time order: a record waits
+    /// until every assigned partition that may have more data has a record to compare with, at
+    /// most this long. 0 applies records in the order they arrive.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, env = "NEARDUP_PARTITION_WAIT")]
+    pub partition_wait: Duration,
     /// Stop (without committing) when more than this share of the last `dead_letter_window`
     /// records went to the dead-letter topic: a broken deployment must not drain the input into
     /// the dead letters. 1 disables the guard.

@@ -56,6 +56,9 @@ pub struct FileConfig {
     /// Bound on the shutdown drain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain_timeout: Option<Dur>,
+    /// Bound on a record's wait for the other input partitions (event-time order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_wait: Option<Dur>,
     /// Checkpoint directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint_dir: Option<PathBuf>,
@@ -353,6 +356,7 @@ pub fn apply_run(
     overlay!(m, a.commit_interval, f.commit_interval, "commit_interval");
     overlay!(m, a.max_in_flight, f.max_in_flight, "max_in_flight");
     overlay!(m, a.drain_timeout, f.drain_timeout, "drain_timeout");
+    overlay!(m, a.partition_wait, f.partition_wait, "partition_wait");
     if a.checkpoint_dir.is_none() {
         a.checkpoint_dir = f.checkpoint_dir.clone();
     }
@@ -521,6 +525,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         commit_interval: Some(Dur(a.commit_interval)),
         max_in_flight: Some(a.max_in_flight),
         drain_timeout: Some(Dur(a.drain_timeout)),
+        partition_wait: Some(Dur(a.partition_wait)),
         checkpoint_dir: a.checkpoint_dir.clone(),
         checkpoint_interval: Some(Dur(a.checkpoint_interval)),
         exit_at_end: Some(a.exit_at_end),

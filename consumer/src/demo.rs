@@ -55,6 +55,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         commit_interval: Duration::from_millis(200),
         max_in_flight: 10_000,
         drain_timeout: Duration::from_secs(30),
+        partition_wait: Duration::from_secs(1),
         checkpoint_dir: None,
         checkpoint_interval: Duration::from_secs(300),
         stage: crate::cli::Stage::All,

@@ -28,6 +28,7 @@
 use crate::checkpoints::Store;
 use crate::cli::{RunArgs, Stage};
 use crate::http::ClusterQuery;
+use crate::merge::Merge;
 use crate::telemetry::{self, Health};
 use anyhow::{anyhow, bail, Context as _, Result};
 use futures::stream::{FuturesOrdered, StreamExt};
@@ -73,6 +74,8 @@ pub struct KafkaOptions {
     pub max_in_flight: usize,
     /// Bound on the shutdown drain.
     pub drain_timeout: Duration,
+    /// Bound on a record's wait for the other input partitions.
+    pub partition_wait: Duration,
     /// Where checkpoints are kept (none: no checkpoints).
     pub checkpoint_dir: Option<std::path::PathBuf>,
     /// How often one is written.
@@ -97,6 +100,7 @@ impl From<&RunArgs> for KafkaOptions {
             commit_interval: a.commit_interval,
             max_in_flight: a.max_in_flight.max(1),
             drain_timeout: a.drain_timeout,
+            partition_wait: a.partition_wait,
             checkpoint_dir: a.checkpoint_dir.clone(),
             checkpoint_interval: a.checkpoint_interval,
             stage: a.stage,
@@ -302,7 +306,14 @@ pub async fn run(
 ) -> Result<RunOutcome> {
     let opts = &opts.for_stage();
     let started = Instant::now();
-    let eof = if opts.exit_at_end { "true" } else { "false" };
+    // Records of several partitions are applied in event-time order (crate::merge), which
+    // needs to know which partitions are read to their end; so does --exit-at-end.
+    let merging = opts.stage != Stage::Sign && !opts.partition_wait.is_zero();
+    let eof = if opts.exit_at_end || merging {
+        "true"
+    } else {
+        "false"
+    };
     // The index stage's records must reach the cluster stage in order: an idempotent producer
     // keeps the order through retries.
     let idempotent = if opts.stage == Stage::Index {
@@ -418,6 +429,10 @@ pub async fn run(
     let indexed_topic = opts.indexed_topic();
     let mut preparing = FuturesOrdered::new();
     let in_flight_gauge = gauge!("neardup_in_flight_records");
+    let mut merge: Merge<(i64, u32, Vec<u8>, Ready)> = Merge::default();
+    let mut assigned: HashSet<i32> = HashSet::new();
+    // Per partition, records read and still being prepared.
+    let mut pending: BTreeMap<i32, usize> = BTreeMap::new();
 
     // Forgets the partitions revoked since it last ran (see `take_revocations`); with checkpoints,
     // a checkpoint follows, so the state as it was when the partitions left is kept too.
@@ -443,13 +458,109 @@ pub async fn run(
         };
     }
 
+    // Applies one prepared record of partition `p` at offset `o` read in ownership `era`, and
+    // hands its outputs to the producer (`continue`s the enclosing loop when it is skipped).
+    macro_rules! apply {
+        ($p:expr, $o:expr, $era:expr, $payload:expr, $prepared:expr) => {
+            let (p, o, era, payload, prepared): (i32, i64, u32, Vec<u8>, Ready) =
+                ($p, $o, $era, $payload, $prepared);
+            let src = Source::Kafka {
+                topic: opts.input_topic.clone(),
+                partition: p,
+                offset: o,
+            };
+            if opts.stage == Stage::Sign {
+                let Ready::Page(prepared) = prepared else {
+                    bail!("the sign stage was given an indexed record");
+                };
+                let (topic, key, value, dead) =
+                    match prepared.into_sign_output(&payload, &src, &cfg_for_pool) {
+                        SignOutput::Internal { key, value } => (&internal_topic, key, value, false),
+                        SignOutput::DeadLetter(e) => (&topics[&e.kind], e.key, e.value, true),
+                    };
+                guard.record(dead).map_err(|e| {
+                    anyhow!(
+                        "{e} (stopped at {}/{p} offset {o}, not committed)",
+                        opts.input_topic
+                    )
+                })?;
+                let delivery = send_raw(&producer, topic, &key, &value).await?;
+                in_flight.push_back(acknowledged(vec![delivery], p, o, era).boxed());
+                applied_shared
+                    .lock()
+                    .expect("applied offsets")
+                    .insert(p, o + 1);
+                continue;
+            }
+            if restored.insert(p) {
+                health.restoring.fetch_add(1, Ordering::Relaxed);
+                let from = state_from.get(&p).copied();
+                let n = match from {
+                    // Applied here before the partition went away and came back.
+                    Some(from) if ahead.contains(&p) && from > o => Ok(0),
+                    _ => restore_partition(opts, &consumer, &mut topo, p, from, o),
+                };
+                health.restoring.fetch_sub(1, Ordering::Relaxed);
+                restored_records += n?;
+            }
+            if ahead.contains(&p) && state_from.get(&p).is_some_and(|&from| o < from) {
+                // Already applied (and its outputs delivered) before the partition was
+                // revoked: only its offset moves on.
+                in_flight.push_back(futures::future::ready(Ok((p, o, era))).boxed());
+                continue;
+            }
+            let t0 = Instant::now();
+            let dead_before = topo.stats().dead_letter_total();
+            match prepared {
+                Ready::Page(prepared) => topo.apply(prepared, &payload, &src, &mut out),
+                Ready::Indexed(record) => topo.apply_indexed(record, &mut out),
+            }
+            process_seconds.record(t0.elapsed().as_secs_f64());
+            guard
+                .record(topo.stats().dead_letter_total() > dead_before)
+                .map_err(|e| {
+                    anyhow!(
+                        "{e} (stopped at {}/{p} offset {o}, not committed)",
+                        opts.input_topic
+                    )
+                })?;
+            let mut deliveries = Vec::with_capacity(out.len());
+            for e in out.drain(..) {
+                deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
+            }
+            if let Some((key, value)) = topo.take_indexed() {
+                deliveries.push(send_raw(&producer, &indexed_topic, &key, &value).await?);
+            }
+            in_flight.push_back(acknowledged(deliveries, p, o, era).boxed());
+            applied_shared
+                .lock()
+                .expect("applied offsets")
+                .insert(p, o + 1);
+        };
+    }
+
     loop {
         take_revocations!();
         if let Some(why) = fatal.lock().expect("fatal error").take() {
             bail!("{why}; stopping without committing what is in flight");
         }
+        // Buffered records go in event-time order; a checkpoint, or the end of every partition,
+        // needs them all applied.
+        let flush = checkpoint_due.is_some();
+        while let Some((p, (o, era, payload, prepared))) = merge.pop(
+            &assigned,
+            |q| !at_end.contains(&q) || pending.get(&q).is_some_and(|&n| n > 0),
+            opts.partition_wait,
+            Instant::now(),
+            flush,
+        ) {
+            if epoch.get(&p).copied().unwrap_or(0) != era {
+                continue;
+            }
+            apply!(p, o, era, payload, prepared);
+        }
         if let (Some(deadline), Some(store)) = (checkpoint_due, &store) {
-            if preparing.is_empty() && in_flight.is_empty() {
+            if preparing.is_empty() && merge.is_empty() && in_flight.is_empty() {
                 // Every record applied is acknowledged: commit, then the state with its offsets.
                 commit(
                     &consumer,
@@ -467,6 +578,9 @@ pub async fn run(
                 checkpoint_due = None;
             }
         }
+        let merge_wake = merge
+            .deadline(opts.partition_wait)
+            .map(tokio::time::Instant::from_std);
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -485,6 +599,9 @@ pub async fn run(
                 // The asker may have gone (a closed connection): nothing to do then.
                 let _ = q.reply.send(crate::http::answer(&topo, &q.url));
             }
+            // A record waited as long as it may for the other partitions: the loop's head
+            // applies it.
+            _ = tokio::time::sleep_until(merge_wake.unwrap_or_else(tokio::time::Instant::now)), if merge_wake.is_some() => {}
             _ = checkpoint_tick.tick(), if store.is_some() && checkpoint_due.is_none() => {
                 // Stop reading; the loop's head writes the checkpoint once the outputs of every
                 // record read are acknowledged.
@@ -498,14 +615,17 @@ pub async fn run(
                 telemetry::record_topology(&topo);
                 in_flight_gauge.set(in_flight.len() as f64);
                 counter!("neardup_restored_records_total").absolute(restored_records);
-                if opts.exit_at_end && in_flight.is_empty() && preparing.is_empty()
+                if merging {
+                    assigned = assignment(&consumer)?;
+                }
+                if opts.exit_at_end && in_flight.is_empty() && preparing.is_empty() && merge.is_empty()
                     && all_at_end(&consumer, &at_end)? {
                     info!("every assigned partition read to its end");
                     break;
                 }
             }
             // Records are decoded and signed on the preparing threads, ahead, in parallel...
-            msg = consumer.recv(), if in_flight.len() + preparing.len() < opts.max_in_flight
+            msg = consumer.recv(), if in_flight.len() + preparing.len() + merge.len() < opts.max_in_flight
                 && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
                 Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
@@ -516,68 +636,34 @@ pub async fn run(
                     health.broker_up.store(true, Ordering::Relaxed);
                     at_end.remove(&p);
                     let ready = pool.submit(m.payload().unwrap_or(&[]).to_vec())?;
+                    *pending.entry(p).or_default() += 1;
                     preparing.push_back(async move { (p, o, era, ready.await) }.boxed());
                 }
             },
             // ... and applied to the topology in the order they were read.
             Some((p, o, era, ready)) = preparing.next(), if !preparing.is_empty() => {
                 let (payload, prepared) = ready.map_err(|_| anyhow!("a preparing thread stopped"))?;
+                if let Some(n) = pending.get_mut(&p) {
+                    *n = n.saturating_sub(1);
+                }
                 if epoch.get(&p).copied().unwrap_or(0) != era {
                     // Read before the partition was revoked: its next owner processes it.
                     continue;
                 }
                 let prepared = prepared.map_err(|e| anyhow!("{e} ({}/{p} offset {o}, not committed)", opts.input_topic))?;
-                let src = Source::Kafka { topic: opts.input_topic.clone(), partition: p, offset: o };
-                if opts.stage == Stage::Sign {
-                    let Ready::Page(prepared) = prepared else {
-                        bail!("the sign stage was given an indexed record");
+                if merging {
+                    if !assigned.contains(&p) {
+                        assigned = assignment(&consumer)?;
+                        assigned.insert(p);
+                    }
+                    let at = match &prepared {
+                        Ready::Page(page) => page.event_time_ms(),
+                        Ready::Indexed(_) => None,
                     };
-                    let (topic, key, value, dead) = match prepared.into_sign_output(&payload, &src, &cfg_for_pool) {
-                        SignOutput::Internal { key, value } => (&internal_topic, key, value, false),
-                        SignOutput::DeadLetter(e) => (&topics[&e.kind], e.key, e.value, true),
-                    };
-                    guard.record(dead)
-                        .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
-                    let delivery = send_raw(&producer, topic, &key, &value).await?;
-                    in_flight.push_back(acknowledged(vec![delivery], p, o, era).boxed());
-                    applied_shared.lock().expect("applied offsets").insert(p, o + 1);
-                    continue;
+                    merge.push(p, at, (o, era, payload, prepared));
+                } else {
+                    apply!(p, o, era, payload, prepared);
                 }
-                if restored.insert(p) {
-                    health.restoring.fetch_add(1, Ordering::Relaxed);
-                    let from = state_from.get(&p).copied();
-                    let n = match from {
-                        // Applied here before the partition went away and came back.
-                        Some(from) if ahead.contains(&p) && from > o => Ok(0),
-                        _ => restore_partition(opts, &consumer, &mut topo, p, from, o),
-                    };
-                    health.restoring.fetch_sub(1, Ordering::Relaxed);
-                    restored_records += n?;
-                }
-                if ahead.contains(&p) && state_from.get(&p).is_some_and(|&from| o < from) {
-                    // Already applied (and its outputs delivered) before the partition was
-                    // revoked: only its offset moves on.
-                    in_flight.push_back(futures::future::ready(Ok((p, o, era))).boxed());
-                    continue;
-                }
-                let t0 = Instant::now();
-                let dead_before = topo.stats().dead_letter_total();
-                match prepared {
-                    Ready::Page(prepared) => topo.apply(prepared, &payload, &src, &mut out),
-                    Ready::Indexed(record) => topo.apply_indexed(record, &mut out),
-                }
-                process_seconds.record(t0.elapsed().as_secs_f64());
-                guard.record(topo.stats().dead_letter_total() > dead_before)
-                    .map_err(|e| anyhow!("{e} (stopped at {}/{p} offset {o}, not committed)", opts.input_topic))?;
-                let mut deliveries = Vec::with_capacity(out.len());
-                for e in out.drain(..) {
-                    deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
-                }
-                if let Some((key, value)) = topo.take_indexed() {
-                    deliveries.push(send_raw(&producer, &indexed_topic, &key, &value).await?);
-                }
-                in_flight.push_back(acknowledged(deliveries, p, o, era).boxed());
-                applied_shared.lock().expect("applied offsets").insert(p, o + 1);
             }
         }
     }
@@ -658,6 +744,17 @@ fn apply_silently(
         _ => topo.process(payload, src, scratch),
     }
     Ok(())
+}
+
+/// The partitions assigned to this instance now.
+fn assignment(consumer: &StreamConsumer<RunContext>) -> Result<HashSet<i32>> {
+    Ok(consumer
+        .assignment()
+        .context("cannot read the consumer's assignment")?
+        .elements()
+        .iter()
+        .map(|e| e.partition())
+        .collect())
 }
 
 /// The index stage's records reach the cluster stage in the order they were applied only

@@ -13,6 +13,7 @@ pub mod eval;
 pub mod http;
 pub mod kafka;
 pub mod kafka_range;
+pub mod merge;
 pub mod replay;
 pub mod report;
 pub mod sample;

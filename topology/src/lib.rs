@@ -959,6 +959,11 @@ impl Indexed {
 pub struct InternalRecordError(String);
 
 impl Prepared {
+    /// The page's event time (`fetched_at`), or `None` for a record that cannot be decoded.
+    pub fn event_time_ms(&self) -> Option<i64> {
+        self.0.as_ref().ok().map(|p| p.page.fetched_at_ms)
+    }
+
     /// The split topology's sign stage: the record for the index stage, or the dead letter of a
     /// record that cannot be decoded (`raw` and `source` are the input record and where it came
     /// from, for the dead letter).
