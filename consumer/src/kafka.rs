@@ -17,9 +17,9 @@
 //! outputs could be lost. On a rebalance, a partition is released only after the outputs of
 //! every record applied are flushed and its offsets committed ([`RunContext`]), and a partition
 //! that comes back has the state brought up to date from where this instance stopped. Run one
-//! instance per consumer group (the state spans every partition); the topology is exactly
-//! reproducible for single-partition inputs, and for several partitions depends on how their
-//! records interleave.
+//! instance per consumer group (the state spans every partition). Records of several input
+//! partitions are applied in event-time order ([`crate::merge`]), so the outputs do not depend
+//! on how the partitions' batches arrive, unless a partition is slower than `--partition-wait`.
 //!
 //! **Limit.** A producer error that librdkafka could not resolve by its own retries
 //! (`message.timeout.ms`) stops the process with an error, without committing the affected
