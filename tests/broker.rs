@@ -75,15 +75,22 @@ impl Setup {
             prefix: format!("{id}.out."),
             auth: vec![],
         };
-        let admin: AdminClient<DefaultClientContext> = s.config().create().unwrap();
         let mut names = vec![s.input.clone()];
         names.extend(OutputKind::ALL.iter().map(|k| s.topic(*k)));
-        let topics: Vec<NewTopic> = names
+        let topics: Vec<(&str, i32)> = names
             .iter()
-            .map(|n| {
-                let n_partitions = if *n == s.input { partitions } else { 1 };
-                NewTopic::new(n, n_partitions, TopicReplication::Fixed(1))
-            })
+            .map(|n| (n.as_str(), if *n == s.input { partitions } else { 1 }))
+            .collect();
+        s.create_topics(&topics).await;
+        s
+    }
+
+    /// Creates topics of (name, partitions).
+    async fn create_topics(&self, topics: &[(&str, i32)]) {
+        let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
+        let topics: Vec<NewTopic> = topics
+            .iter()
+            .map(|&(n, p)| NewTopic::new(n, p, TopicReplication::Fixed(1)))
             .collect();
         for r in admin
             .create_topics(&topics, &AdminOptions::new())
@@ -92,7 +99,6 @@ impl Setup {
         {
             r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
         }
-        s
     }
 
     fn config(&self) -> ClientConfig {
@@ -131,19 +137,8 @@ impl Setup {
 
     /// The split topology's internal topics, one partition each.
     async fn create_internal_topics(&self) {
-        let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
         let names = ["internal.signed", "internal.indexed"].map(|t| format!("{}{t}", self.prefix));
-        let topics: Vec<NewTopic> = names
-            .iter()
-            .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
-            .collect();
-        for r in admin
-            .create_topics(&topics, &AdminOptions::new())
-            .await
-            .unwrap()
-        {
-            r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
-        }
+        self.create_topics(&[(&names[0], 1), (&names[1], 1)]).await;
     }
 
     fn spawn(&self, extra: &[&str]) -> Child {
@@ -490,23 +485,14 @@ async fn records_of_two_input_partitions_are_applied_in_event_time_order() {
     let sample = sample_crawl(&SampleOptions::default());
     let producer: FutureProducer = s.config().create().unwrap();
     // Per partition: (record, offset, event time).
-    let mut parts: Vec<Vec<(&Vec<u8>, i64, Option<i64>)>> = vec![vec![], vec![]];
+    type Part<'a> = Vec<(&'a Vec<u8>, i64, Option<i64>)>;
+    let mut parts: [Part; 2] = [vec![], vec![]];
     let mut preparer = neardup_topology::Preparer::new(&Config::default());
     for (i, r) in sample.records.iter().enumerate() {
         let p = (i / 40) % 2;
-        let d = producer
-            .send(
-                FutureRecord::to(&s.input)
-                    .partition(p as i32)
-                    .key(&record_key(r))
-                    .payload(r),
-                Duration::from_secs(30),
-            )
-            .await
-            .map_err(|(e, _)| e)
-            .unwrap();
-        assert_eq!((d.partition, d.offset), (p as i32, parts[p].len() as i64));
-        parts[p].push((r, d.offset, preparer.prepare(r).event_time_ms()));
+        let offset = send_to(&producer, &s.input, p as i32, r, None).await;
+        assert_eq!(offset, parts[p].len() as i64);
+        parts[p].push((r, offset, preparer.prepare(r).event_time_ms()));
     }
     let mut child = s.spawn(&["--exit-at-end"]);
     assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
@@ -1312,18 +1298,8 @@ async fn replay_of_a_kafka_range_merges_partitions_in_time_order() {
     let base = 1_800_000_000_000i64;
     let producer: FutureProducer = s.config().create().unwrap();
     for (i, r) in sample.records.iter().enumerate() {
-        producer
-            .send(
-                FutureRecord::to(&topic)
-                    .partition((i % 2) as i32)
-                    .timestamp(base + 1000 * i as i64)
-                    .key(&record_key(r))
-                    .payload(r),
-                Duration::from_secs(30),
-            )
-            .await
-            .map_err(|(e, _)| e)
-            .unwrap();
+        let at = base + 1000 * i as i64;
+        send_to(&producer, &topic, (i % 2) as i32, r, Some(at)).await;
     }
     let dir = std::env::temp_dir().join(format!("neardup-range-{}", std::process::id()));
     let replay = |name: &str, extra: &[&str]| {
@@ -1495,6 +1471,32 @@ fn readiness_says_what_is_missing_when_no_broker_answers() {
         .unwrap()
         .success());
     assert!(wait_exit(child, Duration::from_secs(60)).success());
+}
+
+/// Produces `record` (keyed as the sample keys it) to one partition, with a record timestamp when
+/// given; returns its offset.
+async fn send_to(
+    producer: &FutureProducer,
+    topic: &str,
+    partition: i32,
+    record: &[u8],
+    timestamp: Option<i64>,
+) -> i64 {
+    let key = record_key(record);
+    let mut r = FutureRecord::to(topic)
+        .partition(partition)
+        .key(&key)
+        .payload(record);
+    if let Some(t) = timestamp {
+        r = r.timestamp(t);
+    }
+    let d = producer
+        .send(r, Duration::from_secs(30))
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
+    assert_eq!(d.partition, partition);
+    d.offset
 }
 
 /// Kills the child when a failed assertion unwinds past it, so it cannot outlive the test.

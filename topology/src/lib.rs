@@ -933,23 +933,38 @@ impl Indexed {
     /// Reads a record of [`Topology::take_indexed`] (on any thread), refusing one of another
     /// format or of other parameters.
     pub fn decode(value: &[u8], cfg: &Config) -> Result<Indexed, InternalRecordError> {
-        let (r, rest): (IndexedPage, &[u8]) =
-            postcard::take_from_bytes(value).map_err(|e| InternalRecordError(e.to_string()))?;
-        if r.format != INTERNAL_FORMAT || !rest.is_empty() {
-            return Err(InternalRecordError(format!(
-                "format {} (this is {INTERNAL_FORMAT}), {} bytes left over",
-                r.format,
-                rest.len()
-            )));
-        }
-        if r.state != cfg.state_fingerprint() {
-            return Err(InternalRecordError(format!(
-                "indexed under parameters {}, this stage's are {}",
-                r.state,
-                cfg.state_fingerprint()
-            )));
-        }
+        let r: IndexedPage = read_internal(value, |r: &IndexedPage| r.format)?;
+        same_parameters("indexed", &r.state, cfg.state_fingerprint())?;
         Ok(Indexed(Box::new(r)))
+    }
+}
+
+/// An internal record of the split topology, read back: one value of the current format and
+/// nothing after it.
+fn read_internal<T: serde::de::DeserializeOwned>(
+    value: &[u8],
+    format: impl Fn(&T) -> u32,
+) -> Result<T, InternalRecordError> {
+    let (r, rest): (T, &[u8]) =
+        postcard::take_from_bytes(value).map_err(|e| InternalRecordError(e.to_string()))?;
+    if format(&r) != INTERNAL_FORMAT || !rest.is_empty() {
+        return Err(InternalRecordError(format!(
+            "format {} (this is {INTERNAL_FORMAT}), {} bytes left over",
+            format(&r),
+            rest.len()
+        )));
+    }
+    Ok(r)
+}
+
+/// Refuses an internal record made (`what`: signed, indexed) under other parameters.
+fn same_parameters(what: &str, found: &str, ours: String) -> Result<(), InternalRecordError> {
+    if found == ours {
+        Ok(())
+    } else {
+        Err(InternalRecordError(format!(
+            "{what} under parameters {found}, this stage's are {ours}"
+        )))
     }
 }
 
@@ -999,22 +1014,8 @@ impl Prepared {
     /// The split topology's index stage: a page from the sign stage's internal record, ready for
     /// [`Topology::apply`] (where it gives exactly what the original input record gives).
     pub fn from_internal(value: &[u8], cfg: &Config) -> Result<Prepared, InternalRecordError> {
-        let (p, rest): (InternalPage, &[u8]) =
-            postcard::take_from_bytes(value).map_err(|e| InternalRecordError(e.to_string()))?;
-        if p.format != INTERNAL_FORMAT || !rest.is_empty() {
-            return Err(InternalRecordError(format!(
-                "format {} (this is {INTERNAL_FORMAT}), {} bytes left over",
-                p.format,
-                rest.len()
-            )));
-        }
-        if p.params != cfg.params_fingerprint() {
-            return Err(InternalRecordError(format!(
-                "signed under parameters {}, this stage's are {}",
-                p.params,
-                cfg.params_fingerprint()
-            )));
-        }
+        let p: InternalPage = read_internal(value, |p: &InternalPage| p.format)?;
+        same_parameters("signed", &p.params, cfg.params_fingerprint())?;
         let page = PageEvent {
             url: p.url,
             fetched_at: p.fetched_at,

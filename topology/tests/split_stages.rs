@@ -22,6 +22,23 @@ fn by_kind(out: &[Emit]) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
     m
 }
 
+/// The same outputs per kind, in the same order.
+fn assert_same_outputs(expected: &[Emit], got: &[Emit]) {
+    let (want, got) = (by_kind(expected), by_kind(got));
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>()
+    );
+    for (kind, w) in &want {
+        assert!(
+            got[kind] == *w,
+            "{kind:?} outputs differ between split and all-in-one ({} vs {})",
+            got[kind].len(),
+            w.len()
+        );
+    }
+}
+
 #[test]
 fn sign_then_index_gives_the_all_in_one_outputs() {
     let cfg = everything_on();
@@ -61,17 +78,7 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
         dead >= 2 && internal > 100,
         "{dead} dead letters, {internal} pages"
     );
-    let (want, got) = (by_kind(&expected), by_kind(&got));
-    assert_eq!(
-        want.keys().collect::<Vec<_>>(),
-        got.keys().collect::<Vec<_>>()
-    );
-    for (kind, w) in &want {
-        assert!(
-            got[kind] == *w,
-            "{kind:?} outputs differ between split and all-in-one"
-        );
-    }
+    assert_same_outputs(&expected, &got);
 }
 
 /// sign -> index -> cluster: the index stage forwards each page's record to the cluster stage,
@@ -139,7 +146,7 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     let mut tail = Vec::new();
     cluster.finish(&mut tail);
     got.extend(tail);
-    let (want, got) = (by_kind(&expected), by_kind(&got));
+    let want = by_kind(&expected);
     for kind in [
         OutputKind::Clusters,
         OutputKind::Mirrors,
@@ -151,18 +158,7 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
             "{kind:?}: the stream exercises it"
         );
     }
-    assert_eq!(
-        want.keys().collect::<Vec<_>>(),
-        got.keys().collect::<Vec<_>>()
-    );
-    for (kind, w) in &want {
-        assert!(
-            got[kind] == *w,
-            "{kind:?} outputs differ between split and all-in-one ({} vs {})",
-            got[kind].len(),
-            w.len()
-        );
-    }
+    assert_same_outputs(&expected, &got);
 }
 
 #[test]
