@@ -544,16 +544,21 @@ pub async fn run(
         if let Some(why) = fatal.lock().expect("fatal error").take() {
             bail!("{why}; stopping without committing what is in flight");
         }
-        // Buffered records go in event-time order; a checkpoint, or the end of every partition,
-        // needs them all applied.
+        // Buffered records go in event-time order (a checkpoint needs them all applied), a
+        // batch at a time, so that acknowledgements, queries and signals are served between.
         let flush = checkpoint_due.is_some();
-        while let Some((p, (o, era, payload, prepared))) = merge.pop(
-            &assigned,
-            |q| !at_end.contains(&q) || pending.get(&q).is_some_and(|&n| n > 0),
-            opts.partition_wait,
-            Instant::now(),
-            flush,
-        ) {
+        let mut more_ready = true;
+        for _ in 0..MERGE_BATCH {
+            let Some((p, (o, era, payload, prepared))) = merge.pop(
+                &assigned,
+                |q| !at_end.contains(&q) || pending.get(&q).is_some_and(|&n| n > 0),
+                opts.partition_wait,
+                Instant::now(),
+                flush,
+            ) else {
+                more_ready = false;
+                break;
+            };
             if epoch.get(&p).copied().unwrap_or(0) != era {
                 continue;
             }
@@ -665,6 +670,8 @@ pub async fn run(
                     apply!(p, o, era, payload, prepared);
                 }
             }
+            // The last batch of buffered records was full: the loop's head applies the next.
+            _ = std::future::ready(()), if more_ready => {}
         }
     }
 
@@ -711,6 +718,9 @@ pub async fn run(
         restored_records,
     })
 }
+
+/// Buffered records applied before the run loop serves its other events again.
+const MERGE_BATCH: usize = 64;
 
 /// What preparing one record gives: the record, and its decoded and signed page (in the index
 /// stage, the page read back from the sign stage's internal record; in the cluster stage, the
