@@ -182,6 +182,17 @@ impl Setup {
             .1
     }
 
+    /// Waits until about `n` signatures are out, failing if `child` exits first or nothing moves
+    /// for two minutes.
+    fn wait_for_signatures(&self, child: &mut Child, n: i64) {
+        let started = Instant::now();
+        while self.count(OutputKind::Signatures) < n {
+            assert!(child.try_wait().unwrap().is_none(), "neardup exited early");
+            assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Every record of every output topic, per kind in offset order. Reads until the topics stay
     /// quiet for two seconds: tansu 0.6.0 reports a high watermark that lags the end of the log
     /// (it points at the start of the last batch), so the watermark cannot say where the end is.
@@ -395,12 +406,7 @@ async fn interrupted_run(name: &str, signal: &str) {
     let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
 
     let mut first = s.spawn(&["--max-in-flight", "1"]);
-    let started = Instant::now();
-    while s.count(OutputKind::Signatures) < total_signatures / 3 {
-        assert!(first.try_wait().unwrap().is_none(), "neardup exited early");
-        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    s.wait_for_signatures(&mut first, total_signatures / 3);
     let pid = first.id().to_string();
     assert!(Command::new("kill")
         .args([signal, &pid])
@@ -544,15 +550,7 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
     // Killed on the way out if the test fails, so it does not outlive the test.
     let mut cluster = KillOnDrop(s.spawn(&["--stage", "cluster"]));
     let mut index = KillOnDrop(s.spawn(&["--stage", "index", "--max-in-flight", "1"]));
-    let started = Instant::now();
-    while s.count(OutputKind::Signatures) < total_signatures / 3 {
-        assert!(
-            index.0.try_wait().unwrap().is_none(),
-            "neardup exited early"
-        );
-        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    s.wait_for_signatures(&mut index.0, total_signatures / 3);
     assert!(Command::new("kill")
         .args(["-KILL", &index.0.id().to_string()])
         .status()
@@ -828,12 +826,7 @@ async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
     let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
 
     let mut run = s.spawn(&["--max-in-flight", "1", "--exit-at-end"]);
-    let started = Instant::now();
-    while s.count(OutputKind::Signatures) < total_signatures / 3 {
-        assert!(run.try_wait().unwrap().is_none(), "neardup exited early");
-        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    s.wait_for_signatures(&mut run, total_signatures / 3);
     pg_broker(&["kill", &port]);
     let down = Instant::now();
     std::thread::sleep(Duration::from_secs(3));

@@ -36,7 +36,7 @@ use futures::FutureExt;
 use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{
-    Emit, Indexed, InternalRecordError, Prepared, Preparer, SignOutput, Topology,
+    Emit, Indexed, InternalReader, InternalRecordError, Prepared, Preparer, SignOutput, Topology,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
@@ -737,18 +737,19 @@ enum Ready {
 fn apply_silently(
     stage: Stage,
     topo: &mut Topology,
+    reader: &InternalReader,
     payload: &[u8],
     src: &Source,
     scratch: &mut Vec<Emit>,
 ) -> Result<()> {
     match stage {
         Stage::Index => {
-            let prepared = Prepared::from_internal(payload, topo.config())?;
+            let prepared = reader.signed(payload)?;
             topo.apply(prepared, payload, src, scratch);
             topo.take_indexed();
         }
         Stage::Cluster => {
-            let record = Indexed::decode(payload, topo.config())?;
+            let record = reader.indexed(payload)?;
             topo.apply_indexed(record, scratch);
         }
         _ => topo.process(payload, src, scratch),
@@ -804,7 +805,7 @@ impl PreparePool {
             .map(|i| {
                 let (tx, rx) = std::sync::mpsc::channel::<PrepareJob>();
                 let mut preparer = Preparer::new(cfg);
-                let cfg = cfg.clone();
+                let reader = InternalReader::new(cfg);
                 let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
                 std::thread::Builder::new()
                     .name(format!("neardup-prepare-{i}"))
@@ -813,10 +814,8 @@ impl PreparePool {
                         while let Ok((raw, reply)) = rx.recv() {
                             let t0 = Instant::now();
                             let prepared = match stage {
-                                Stage::Index => {
-                                    Prepared::from_internal(&raw, &cfg).map(Ready::Page)
-                                }
-                                Stage::Cluster => Indexed::decode(&raw, &cfg).map(Ready::Indexed),
+                                Stage::Index => reader.signed(&raw).map(Ready::Page),
+                                Stage::Cluster => reader.indexed(&raw).map(Ready::Indexed),
                                 _ => Ok(Ready::Page(preparer.prepare(&raw))),
                             };
                             seconds.record(t0.elapsed().as_secs_f64());
@@ -1123,6 +1122,7 @@ fn restore_partition(
         tpl.add_partition_offset(&opts.input_topic, p, Offset::Offset(low))?;
         reader.assign(&tpl)?;
         let mut scratch = Vec::new();
+        let internal = InternalReader::new(topo.config());
         let mut n = 0u64;
         let mut next = low;
         while next < first {
@@ -1144,6 +1144,7 @@ fn restore_partition(
             apply_silently(
                 opts.stage,
                 topo,
+                &internal,
                 m.payload().unwrap_or(&[]),
                 &src,
                 &mut scratch,

@@ -97,7 +97,7 @@ pub fn write(topo: &Topology, topic: &str, offsets: &BTreeMap<i32, i64>) -> Vec<
     let header = Header {
         format: FORMAT,
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        state: topo.cfg.state_fingerprint(),
+        state: topo.state_fingerprint.clone(),
         topic: topic.to_owned(),
         offsets: offsets.clone(),
         watermark: topo.watermark_ms().map(crate::format_time),

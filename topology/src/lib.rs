@@ -177,6 +177,8 @@ impl Stats {
 pub struct Topology {
     cfg: Config,
     params: String,
+    /// [`Config::state_fingerprint`], carried by the index stage's records.
+    state_fingerprint: String,
     state: State,
     preparer: Preparer,
     emitter: Emitter,
@@ -312,6 +314,7 @@ impl Topology {
         };
         Topology {
             params: cfg.params_fingerprint(),
+            state_fingerprint: cfg.state_fingerprint(),
             state,
             preparer: Preparer::new(&cfg),
             cfg,
@@ -541,7 +544,7 @@ impl Topology {
             Role::Index => {
                 let record = IndexedPage {
                     format: INTERNAL_FORMAT,
-                    state: self.cfg.state_fingerprint(),
+                    state: self.state_fingerprint.clone(),
                     url: page.url.clone(),
                     fetched_at_ms: page.fetched_at_ms,
                     crawl_id: page.crawl_id.clone(),
@@ -611,7 +614,7 @@ impl Topology {
     }
 
     /// The cluster stage: applies one record of the index stage ([`Self::take_indexed`],
-    /// read back by [`Indexed::decode`]), appending the outputs it causes to `out`: exactly the
+    /// read back by [`InternalReader::indexed`]), appending the outputs it causes to `out`: exactly the
     /// clusters, hints, mirrors and collections the all-in-one topology emits for that page.
     pub fn apply_indexed(&mut self, record: Indexed, out: &mut Vec<Emit>) {
         let r = *record.0;
@@ -929,12 +932,49 @@ pub enum SignOutput {
 /// A record of the index stage for the cluster stage, read back.
 pub struct Indexed(Box<IndexedPage>);
 
-impl Indexed {
-    /// Reads a record of [`Topology::take_indexed`] (on any thread), refusing one of another
-    /// format or of other parameters.
-    pub fn decode(value: &[u8], cfg: &Config) -> Result<Indexed, InternalRecordError> {
+/// Reads the split topology's internal records back (on any thread), refusing those of another
+/// format or made under other parameters. It holds the parameter fingerprints, so they are
+/// computed once, not for every record.
+pub struct InternalReader {
+    params: String,
+    state: String,
+}
+
+impl InternalReader {
+    /// A reader for stages of configuration `cfg`.
+    pub fn new(cfg: &Config) -> Self {
+        InternalReader {
+            params: cfg.params_fingerprint(),
+            state: cfg.state_fingerprint(),
+        }
+    }
+
+    /// The index stage: a page from the sign stage's internal record, ready for
+    /// [`Topology::apply`] (where it gives exactly what the original input record gives).
+    pub fn signed(&self, value: &[u8]) -> Result<Prepared, InternalRecordError> {
+        let p: InternalPage = read_internal(value, |p: &InternalPage| p.format)?;
+        same_parameters("signed", &p.params, &self.params)?;
+        let page = PageEvent {
+            url: p.url,
+            fetched_at: p.fetched_at,
+            fetched_at_ms: p.fetched_at_ms,
+            status: p.status,
+            content_type: p.content_type,
+            ip: p.ip,
+            crawl_id: p.crawl_id,
+            body: None,
+        };
+        Ok(Prepared(Ok(Box::new(PreparedPage {
+            page,
+            signed: p.signed,
+        }))))
+    }
+
+    /// The cluster stage: a record of [`Topology::take_indexed`], for
+    /// [`Topology::apply_indexed`].
+    pub fn indexed(&self, value: &[u8]) -> Result<Indexed, InternalRecordError> {
         let r: IndexedPage = read_internal(value, |r: &IndexedPage| r.format)?;
-        same_parameters("indexed", &r.state, cfg.state_fingerprint())?;
+        same_parameters("indexed", &r.state, &self.state)?;
         Ok(Indexed(Box::new(r)))
     }
 }
@@ -958,7 +998,7 @@ fn read_internal<T: serde::de::DeserializeOwned>(
 }
 
 /// Refuses an internal record made (`what`: signed, indexed) under other parameters.
-fn same_parameters(what: &str, found: &str, ours: String) -> Result<(), InternalRecordError> {
+fn same_parameters(what: &str, found: &str, ours: &str) -> Result<(), InternalRecordError> {
     if found == ours {
         Ok(())
     } else {
@@ -1009,27 +1049,6 @@ impl Prepared {
                 SignOutput::DeadLetter(dead)
             }
         }
-    }
-
-    /// The split topology's index stage: a page from the sign stage's internal record, ready for
-    /// [`Topology::apply`] (where it gives exactly what the original input record gives).
-    pub fn from_internal(value: &[u8], cfg: &Config) -> Result<Prepared, InternalRecordError> {
-        let p: InternalPage = read_internal(value, |p: &InternalPage| p.format)?;
-        same_parameters("signed", &p.params, cfg.params_fingerprint())?;
-        let page = PageEvent {
-            url: p.url,
-            fetched_at: p.fetched_at,
-            fetched_at_ms: p.fetched_at_ms,
-            status: p.status,
-            content_type: p.content_type,
-            ip: p.ip,
-            crawl_id: p.crawl_id,
-            body: None,
-        };
-        Ok(Prepared(Ok(Box::new(PreparedPage {
-            page,
-            signed: p.signed,
-        }))))
     }
 }
 

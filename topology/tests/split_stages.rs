@@ -6,7 +6,7 @@
 //! processing the input directly. Every stateful part is on.
 
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, Indexed, Prepared, Preparer, Role, SignOutput, Topology};
+use neardup_topology::{Emit, InternalReader, Preparer, Role, SignOutput, Topology};
 use std::collections::BTreeMap;
 
 mod common;
@@ -57,6 +57,7 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
 
     let mut preparer = Preparer::new(&cfg);
     let mut index = Topology::new(cfg.clone());
+    let reader = InternalReader::new(&cfg);
     let mut got = Vec::new();
     let (mut internal, mut dead) = (0, 0);
     for (i, line) in lines.iter().enumerate() {
@@ -69,7 +70,7 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
             SignOutput::Internal { key, value } => {
                 internal += 1;
                 assert!(line.windows(key.len()).any(|w| w == key.as_bytes()));
-                let prepared = Prepared::from_internal(&value, &cfg).expect("reads back");
+                let prepared = reader.signed(&value).expect("reads back");
                 index.apply(prepared, &[], &src(usize::MAX), &mut got);
             }
         }
@@ -109,6 +110,7 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     let mut preparer = Preparer::new(&cfg);
     let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
     let mut cluster = Topology::with_role(cfg.clone(), Role::Cluster).expect("cluster");
+    let reader = InternalReader::new(&cfg);
     let mut got = Vec::new();
     let mut forwarded = 0;
     let mut sent: Vec<Vec<u8>> = Vec::new();
@@ -116,7 +118,7 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
         match preparer.prepare(line).into_sign_output(line, &src(i), &cfg) {
             SignOutput::DeadLetter(e) => got.push(e),
             SignOutput::Internal { value, .. } => {
-                let prepared = Prepared::from_internal(&value, &cfg).expect("reads back");
+                let prepared = reader.signed(&value).expect("reads back");
                 index.apply(prepared, &[], &src(i), &mut got);
                 let (key, record) = index
                     .take_indexed()
@@ -124,14 +126,14 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
                 assert!(line.windows(key.len()).any(|w| w == key.as_bytes()));
                 forwarded += 1;
                 sent.push(record.clone());
-                let record = Indexed::decode(&record, &cfg).expect("reads back");
+                let record = reader.indexed(&record).expect("reads back");
                 cluster.apply_indexed(record, &mut got);
                 if forwarded % 40 == 0 {
                     // The index stage restarted and sends its last records again (at least
                     // once): the cluster stage recognises and skips them.
                     for again in &sent[sent.len() - 7..] {
                         let before = got.len();
-                        cluster.apply_indexed(Indexed::decode(again, &cfg).unwrap(), &mut got);
+                        cluster.apply_indexed(reader.indexed(again).unwrap(), &mut got);
                         assert_eq!(got.len(), before, "a repeat has no outputs");
                     }
                 }
@@ -185,11 +187,13 @@ fn an_internal_record_of_other_parameters_or_damaged_is_refused() {
     };
     let mut other = cfg.clone();
     other.signer.max_terms = 10;
-    let err = Prepared::from_internal(&value, &other)
+    let err = InternalReader::new(&other)
+        .signed(&value)
         .err()
         .expect("refused");
     assert!(err.to_string().contains("parameters"), "{err}");
-    let err = Prepared::from_internal(&value[..value.len() / 2], &cfg)
+    let err = InternalReader::new(&cfg)
+        .signed(&value[..value.len() / 2])
         .err()
         .expect("refused");
     assert!(err.to_string().contains("same neardup version"), "{err}");
@@ -211,12 +215,16 @@ fn an_indexed_record_of_other_parameters_or_damaged_is_refused() {
         &mut Vec::new(),
     );
     let (_, value) = index.take_indexed().expect("a record");
-    assert!(Indexed::decode(&value, &cfg).is_ok());
+    assert!(InternalReader::new(&cfg).indexed(&value).is_ok());
     let mut other = cfg.clone();
     other.window_ms /= 2;
-    let err = Indexed::decode(&value, &other).err().expect("refused");
+    let err = InternalReader::new(&other)
+        .indexed(&value)
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("parameters"), "{err}");
-    let err = Indexed::decode(&value[..value.len() - 3], &cfg)
+    let err = InternalReader::new(&cfg)
+        .indexed(&value[..value.len() - 3])
         .err()
         .expect("refused");
     assert!(err.to_string().contains("same neardup version"), "{err}");
