@@ -857,15 +857,7 @@ async fn sasl_scram_against_an_authenticating_broker() {
         return;
     }
     let port = free_port().to_string();
-    let cluster = format!("sasl-{}", std::process::id());
-    // Topics, input and the user are set up while the broker is open; then it restarts closed.
-    let brokers = pg_broker(&["start", &port, &cluster]);
-    let mut s = Setup::on("sasl", brokers).await;
-    let sample = sample_crawl(&SampleOptions::default());
-    s.produce(&sample).await;
-    pg_broker(&["user", &port, "neardup", "s3cret-pw"]);
-    pg_broker(&["kill", &port]);
-    pg_broker(&["start", &port, &cluster, "--authentication"]);
+    let (mut s, sample) = authenticating_broker("sasl", &port, &[]).await;
     s.auth = vec![
         ("security.protocol", "SASL_PLAINTEXT".into()),
         ("sasl.mechanism", "SCRAM-SHA-512".into()),
@@ -910,6 +902,122 @@ async fn sasl_scram_against_an_authenticating_broker() {
         assert_same(kind, &got[&kind], &want[&kind]);
     }
     pg_broker(&["kill", &port]);
+}
+
+/// A PostgreSQL-backed broker on `port` whose clients must authenticate (SCRAM-SHA-512, user
+/// `neardup`, password `s3cret-pw`), holding a test's topics and the sample crawl as input: they
+/// are set up while the broker is open, then it restarts closed with `start_args` added.
+async fn authenticating_broker(
+    name: &str,
+    port: &str,
+    start_args: &[&str],
+) -> (Setup, SampleCrawl) {
+    let cluster = format!("{name}-{}", std::process::id());
+    let brokers = pg_broker(&["start", port, &cluster]);
+    let s = Setup::on(name, brokers).await;
+    let sample = sample_crawl(&SampleOptions::default());
+    s.produce(&sample).await;
+    pg_broker(&["user", port, "neardup", "s3cret-pw"]);
+    pg_broker(&["kill", port]);
+    pg_broker(&[&["start", port, &cluster, "--authentication"], start_args].concat());
+    (s, sample)
+}
+
+/// TLS with client certificates, and SCRAM over it (`SASL_SSL`): the authenticating broker sits
+/// behind `tests/tls-proxy.py`, which serves TLS with a test CA's certificate and accepts only
+/// clients presenting a certificate that CA signed; the broker advertises the proxy's port, so
+/// every connection goes through TLS. With the CA, the client certificate and the credentials,
+/// the run publishes exactly the oracle's outputs. Without the CA (the broker's certificate is
+/// then checked against the system's CAs and untrusted) the run stops with an error naming `ssl.ca.location` instead of retrying
+/// forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_client_certificates_and_scram_over_tls() {
+    if pg_broker_skipped("tls_with_client_certificates_and_scram_over_tls") {
+        return;
+    }
+    let proxy_script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/tls-proxy.py");
+    let certs = std::env::temp_dir().join(format!("neardup-tls-{}", std::process::id()));
+    assert!(Command::new("python3")
+        .args([proxy_script, "certs"])
+        .arg(&certs)
+        .status()
+        .unwrap()
+        .success());
+    let cert = |name: &str| certs.join(name).to_str().unwrap().to_owned();
+    let (port, tls_port) = (free_port().to_string(), free_port().to_string());
+    let (mut s, sample) = authenticating_broker("tls", &port, &["--advertise", &tls_port]).await;
+    let mut proxy = Command::new("python3")
+        .args([proxy_script, "serve", &tls_port, &port])
+        .arg(&certs)
+        .arg("--require-client-cert")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(proxy.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready", "the TLS proxy did not start");
+    let _proxy = KillOnDrop(proxy);
+
+    s.brokers = format!("127.0.0.1:{tls_port}");
+    s.auth = vec![
+        ("security.protocol", "SASL_SSL".into()),
+        ("sasl.mechanism", "SCRAM-SHA-512".into()),
+        ("sasl.username", "neardup".into()),
+        ("sasl.password", "s3cret-pw".into()),
+        ("ssl.ca.location", cert("ca.pem")),
+        ("ssl.certificate.location", cert("client.pem")),
+        ("ssl.key.location", cert("client.key")),
+    ];
+    // The properties as -X flags (the password goes in the environment), but those `skip` names.
+    let flags = |skip: &str| -> Vec<String> {
+        s.auth
+            .iter()
+            .filter(|(k, _)| *k != "sasl.password" && *k != skip)
+            .flat_map(|(k, v)| ["-X".to_owned(), format!("{k}={v}")])
+            .collect()
+    };
+    let (trusting, untrusting) = (flags(""), flags("ssl.ca.location"));
+    let trusting: Vec<&str> = trusting.iter().map(String::as_str).collect();
+    let untrusting: Vec<&str> = untrusting.iter().map(String::as_str).collect();
+    assert_eq!(untrusting.len(), trusting.len() - 2);
+
+    let log = std::env::temp_dir().join(format!("neardup-{}-untrusted.log", s.group));
+    let mut child = s
+        .command(&[&untrusting[..], &["--exit-at-end"]].concat())
+        .env("NEARDUP_KAFKA_SASL_PASSWORD", "s3cret-pw")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let err = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        !status.success(),
+        "an untrusted broker certificate must stop the run:\n{err}"
+    );
+    assert!(
+        err.contains("does not trust the broker's TLS certificate")
+            && err.contains("ssl.ca.location"),
+        "{err}"
+    );
+
+    let mut child = s
+        .command(&[&trusting[..], &["--exit-at-end"]].concat())
+        .env("NEARDUP_KAFKA_SASL_PASSWORD", "s3cret-pw")
+        .spawn()
+        .unwrap();
+    assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
+    let got = s.read_outputs();
+    let want = s.oracle(&sample);
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+    pg_broker(&["kill", &port]);
+    let _ = std::fs::remove_dir_all(&certs);
 }
 
 fn checkpoint_header(path: &std::path::Path) -> neardup_topology::checkpoint::Header {

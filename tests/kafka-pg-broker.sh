@@ -7,7 +7,7 @@
 # has 15). tansu does not create its schema: tests/tansu-0.6.0-postgres-schema.sql is
 # etc/initdb.d/010-schema.sql at tag v0.6.0 of github.com/tansu-io/tansu (Apache-2.0).
 #
-# usage: tests/kafka-pg-broker.sh install | start PORT CLUSTER_ID [--authentication] |
+# usage: tests/kafka-pg-broker.sh install | start PORT CLUSTER_ID [--authentication] [--advertise P] |
 #                                 user PORT NAME PASSWORD | kill PORT | stop
 #   install  builds tansu (cargo install, about 18 minutes on 2 cores, once per machine) and
 #            unpacks PostgreSQL 17 into NEARDUP_PG_BROKER_DIR (default /var/tmp/neardup-pg-broker,
@@ -16,7 +16,9 @@
 #   start    starts PostgreSQL (once) and a tansu broker on 127.0.0.1:PORT with its own cluster
 #            id (each test its own cluster in one database); prints the bootstrap address
 #            --authentication: clients must authenticate (SASL SCRAM-SHA-512; tansu 0.6.0 offers
-#            no PLAIN, and its --cert/--key flags conflict with each other, so no TLS either)
+#            no PLAIN, and its --cert/--key flags conflict with each other, so TLS comes from
+#            tests/tls-proxy.py in front of it)
+#            --advertise P: the broker tells clients to reach it on 127.0.0.1:P (a TLS proxy's port)
 #   user     creates a SCRAM user through the broker on PORT (kept in PostgreSQL, so it is
 #            there when the broker restarts with --authentication)
 #   kill     SIGKILLs the broker on PORT (PostgreSQL keeps its data)
@@ -77,12 +79,20 @@ pg_start() {
 }
 
 start() {
-  local port=$1 cluster=$2 auth=${3:-}
+  local port=$1 cluster=$2 auth="" advertised=$1
+  shift 2
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --authentication) auth=--authentication; shift ;;
+      --advertise) advertised=$2; shift 2 ;;
+      *) echo "start: unknown option $1" >&2; return 2 ;;
+    esac
+  done
   install
   # Tests start brokers in parallel: one of them starts PostgreSQL and creates the database.
   mkdir -p "$RUN"
   ( flock 9; pg_start ) 9>"$RUN/pg.lock"
-  "$TANSU" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
+  "$TANSU" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$advertised" \
       --cluster-id "$cluster" $auth \
       --storage-engine "postgres://tansu:tansu@127.0.0.1:$PGPORT/tansu" >"$RUN/tansu-$port.log" 2>&1 &
   echo $! >"$RUN/tansu-$port.pid"
@@ -119,5 +129,5 @@ case "$cmd" in
   user) "$TANSU" user create --broker "tcp://127.0.0.1:$1" "$2" "$3" >&2 ;;
   kill) kill_broker "$1" ;;
   stop) stop ;;
-  *) echo "usage: $0 install | start PORT CLUSTER_ID [--authentication] | user PORT NAME PASSWORD | kill PORT | stop" >&2; exit 2 ;;
+  *) echo "usage: $0 install | start PORT CLUSTER_ID [--authentication] [--advertise P] | user PORT NAME PASSWORD | kill PORT | stop" >&2; exit 2 ;;
 esac

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs every neardup test (unit, property, schema, bench-input and broker-backed) on a fresh
 # machine of this kind, installing what the tests need first:
-#   - cmake, pkg-config and libssl-dev when missing (Debian packages, to build librdkafka);
+#   - cmake, pkg-config and libssl-dev when missing (Debian packages, to build librdkafka), and
+#     the openssl command (the TLS test makes its certificates with it);
 #   - chromium when missing (Debian), to render the replay report in a real browser;
 #   - the benchmark's small crawl (../shared/bench/make_crawl.py; it apt-installs the Debian
 #     documentation packages it reads), cached under target/bench/;
 #   - tansu, a real Kafka-protocol broker, started on loopback for the run and stopped after;
-#   - for the broker-restart test, tansu built with PostgreSQL storage and PostgreSQL 17
+#   - for the broker-restart, SCRAM and TLS tests, tansu built with PostgreSQL storage and PostgreSQL 17
 #     (tests/kafka-pg-broker.sh; once per machine, in /var/tmp/neardup-pg-broker: about 18
 #     minutes the first time);
 #   - helm, hadolint, kubernetes-validate (PyPI) and the CRD schemas (npm) for the chart's
@@ -18,9 +19,9 @@ cd "$ROOT"
 started=$(date +%s)
 
 # --- build prerequisites: librdkafka is compiled with cmake and linked with OpenSSL (TLS, SCRAM) --
-if ! command -v cmake >/dev/null || ! pkg-config --exists openssl 2>/dev/null; then
-  echo "== installing cmake, pkg-config and the OpenSSL headers (librdkafka needs them)"
-  apt-get update -qq && apt-get install -y -qq cmake pkg-config libssl-dev
+if ! command -v cmake >/dev/null || ! pkg-config --exists openssl 2>/dev/null || ! command -v openssl >/dev/null; then
+  echo "== installing cmake, pkg-config, the OpenSSL headers (librdkafka needs them) and openssl"
+  apt-get update -qq && apt-get install -y -qq cmake pkg-config libssl-dev openssl
 fi
 
 # --- a real browser for the report test (Debian's chromium, headless) ----------------------------
@@ -58,7 +59,7 @@ trap 'tests/kafka-test-broker.sh stop; tests/kafka-pg-broker.sh stop' EXIT
 # first build takes about 18 minutes).
 echo "== installing the PostgreSQL-backed broker for the broker-restart test (tests/kafka-pg-broker.sh)"
 if ! tests/kafka-pg-broker.sh install; then
-  echo "== WARNING: the PostgreSQL-backed broker could not be installed: the broker-restart test is SKIPPED"
+  echo "== WARNING: the PostgreSQL-backed broker could not be installed: the broker-restart, SCRAM and TLS tests are SKIPPED"
   export NEARDUP_SKIP_PG_BROKER="tests/kafka-pg-broker.sh install failed"
 fi
 

@@ -210,6 +210,17 @@ impl ClientContext for RunContext {
                  (NEARDUP_KAFKA_SASL_PASSWORD)"
             ));
         }
+        // An untrusted broker certificate does not heal by retrying either. (A broker that
+        // refuses neardup's own certificate only closes the connection under TLS 1.3, which
+        // looks like any disconnection, so that case stays a retried warning.)
+        if matches!(error, KafkaError::Global(RDKafkaErrorCode::SSL))
+            && reason.contains("certificate verify failed")
+        {
+            *self.fatal.lock().expect("fatal error") = Some(format!(
+                "neardup does not trust the broker's TLS certificate ({reason}); set the kafka \
+                 property ssl.ca.location to the certificate of the CA that signed it"
+            ));
+        }
         // End-of-partition is expected with --exit-at-end and is handled by the loop.
         if !matches!(
             error,
