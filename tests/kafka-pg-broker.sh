@@ -17,7 +17,7 @@
 #            id (each test its own cluster in one database); prints the bootstrap address
 #            --authentication: clients must authenticate (SASL SCRAM-SHA-512; tansu 0.6.0 offers
 #            no PLAIN, and its --cert/--key flags conflict with each other, so TLS comes from
-#            tests/tls-proxy.py in front of it)
+#            tests/kafka-front.py in front of it)
 #            --advertise P: the broker tells clients to reach it on 127.0.0.1:P (a TLS proxy's port)
 #   user     creates a SCRAM user through the broker on PORT (kept in PostgreSQL, so it is
 #            there when the broker restarts with --authentication)
