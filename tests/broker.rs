@@ -211,9 +211,12 @@ impl Setup {
     }
 
     /// The split topology's internal topics, one partition each.
-    async fn create_internal_topics(&self) {
+    /// The split topology's internal topics, `internal.signed` with `signed_partitions` (as
+    /// many as the input has, for the sign stage to start).
+    async fn create_internal_topics(&self, signed_partitions: i32) {
         let names = ["internal.signed", "internal.indexed"].map(|t| format!("{}{t}", self.prefix));
-        self.create_topics(&[(&names[0], 1), (&names[1], 1)]).await;
+        self.create_topics(&[(&names[0], signed_partitions), (&names[1], 1)])
+            .await;
     }
 
     fn spawn(&self, extra: &[&str]) -> Child {
@@ -530,7 +533,7 @@ async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     // The cluster stage refuses to start before its input topic exists.
     let mut early = s.spawn(&["--stage", "cluster", "--exit-at-end"]);
     assert!(!wait_exit(&mut early, Duration::from_secs(60)).success());
-    s.create_internal_topics().await;
+    s.create_internal_topics(1).await;
     for stage in ["sign", "index", "cluster"] {
         let mut p = s.spawn(&["--stage", stage, "--exit-at-end"]);
         assert!(
@@ -555,15 +558,15 @@ async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     }
 }
 
-/// Two input partitions that hold alternating stretches of the stream (40 records each), so a
-/// partition's batches arrive far ahead of, or behind, the other's in event time: the run
-/// applies the records in event-time order across the partitions (each partition's order kept),
-/// and publishes exactly what the oracle publishes when it applies them in that merged order
+/// Produces the sample crawl to a two-partition input in alternating stretches of 40 records,
+/// so a partition's batches arrive far ahead of, or behind, the other's in event time; returns
+/// what the oracle publishes when it applies the records merged in event-time order (the head
+/// with the oldest event time next, records without one first, ties to the lower partition),
 /// with their partitions and offsets as sources.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn records_of_two_input_partitions_are_applied_in_event_time_order() {
-    let s = Setup::with_input_partitions("merge", brokers(), 2).await;
-    let sample = sample_crawl(&SampleOptions::default());
+async fn produce_alternating(
+    s: &Setup,
+    sample: &SampleCrawl,
+) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
     let producer: FutureProducer = s.config().create().unwrap();
     // Per partition: (record, offset, event time).
     type Part<'a> = Vec<(&'a Vec<u8>, i64, Option<i64>)>;
@@ -575,11 +578,6 @@ async fn records_of_two_input_partitions_are_applied_in_event_time_order() {
         assert_eq!(offset, parts[p].len() as i64);
         parts[p].push((r, offset, preparer.prepare(r).event_time_ms()));
     }
-    let mut child = s.spawn(&["--exit-at-end"]);
-    assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
-
-    // The merge: the head with the oldest event time next (records without one first; ties to
-    // the lower partition).
     let mut heads = [0usize; 2];
     let mut merged: Vec<(Vec<u8>, i32, i64)> = vec![];
     while let Some(p) = (0..2)
@@ -601,11 +599,89 @@ async fn records_of_two_input_partitions_are_applied_in_event_time_order() {
     }) {
         want.get_mut(&e.kind).unwrap().push((e.key, e.value));
     }
+    want
+}
+
+/// Two input partitions that hold alternating stretches of the stream ([`produce_alternating`]):
+/// the run applies the records in event-time order across the partitions (each partition's
+/// order kept), and publishes exactly what the oracle publishes when it applies them in that
+/// merged order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_of_two_input_partitions_are_applied_in_event_time_order() {
+    let s = Setup::with_input_partitions("merge", brokers(), 2).await;
+    let sample = sample_crawl(&SampleOptions::default());
+    let want = produce_alternating(&s, &sample).await;
+    let mut child = s.spawn(&["--exit-at-end"]);
+    assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
     let got = s.read_outputs();
     for kind in OutputKind::ALL {
         assert_same(kind, &got[&kind], &want[&kind]);
     }
     assert!(!got[&OutputKind::Pairs].is_empty() && !got[&OutputKind::Clusters].is_empty());
+}
+
+/// The sign stage scales out: two instances in one consumer group split a two-partition input
+/// and sign concurrently; each sends a page to the internal partition with its input
+/// partition's number, so the index stage merges the internal partitions by event time exactly
+/// as the all-in-one stage merges the input partitions, and the split run publishes exactly
+/// the all-in-one outputs (the dead letters, which the two sign instances publish side by
+/// side, as a set; everything else in order). A sign stage whose internal topic has another
+/// number of partitions than its input refuses to start and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sign_instances_split_the_input_and_the_split_run_gives_the_all_in_one_outputs() {
+    let sample = sample_crawl(&SampleOptions::default());
+    let wrong = Setup::with_input_partitions("signwrong", brokers(), 2).await;
+    wrong.create_internal_topics(1).await;
+    let log = std::env::temp_dir().join(format!("neardup-{}-sign.log", wrong.group));
+    let mut refused = wrong.spawn_logged(&["--stage", "sign", "--exit-at-end"], &log);
+    assert!(!wait_exit(&mut refused, Duration::from_secs(60)).success());
+    let err = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        err.contains("has 1 partitions and the input topic") && err.contains("with 2"),
+        "{err}"
+    );
+
+    let s = Setup::with_input_partitions("signx2", brokers(), 2).await;
+    let want = produce_alternating(&s, &sample).await;
+    s.create_internal_topics(2).await;
+    let logs: Vec<_> = (0..2)
+        .map(|i| std::env::temp_dir().join(format!("neardup-{}-sign{i}.log", s.group)))
+        .collect();
+    let mut signers: Vec<Child> = logs
+        .iter()
+        .map(|log| s.spawn_logged(&["--stage", "sign", "--exit-at-end"], log))
+        .collect();
+    for (signer, log) in signers.iter_mut().zip(&logs) {
+        let ok = wait_exit(signer, Duration::from_secs(120)).success();
+        let err = std::fs::read_to_string(log).unwrap();
+        let _ = std::fs::remove_file(log);
+        assert!(ok, "{err}");
+        // Each instance was given one of the two partitions and signed its records.
+        let records: u64 = err
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("input records"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(records > 0, "an instance signed nothing:\n{err}");
+    }
+    for stage in ["index", "cluster"] {
+        let mut p = s.spawn(&["--stage", stage, "--exit-at-end"]);
+        assert!(
+            wait_exit(&mut p, Duration::from_secs(120)).success(),
+            "--stage {stage}"
+        );
+    }
+    let mut got = s.read_outputs();
+    let mut want = want;
+    for out in [&mut got, &mut want] {
+        out.get_mut(&OutputKind::DeadLetter).unwrap().sort();
+    }
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+    assert!(!got[&OutputKind::Pairs].is_empty() && !got[&OutputKind::DeadLetter].is_empty());
 }
 
 /// The split topology with the index stage SIGKILLed mid-stream and restarted while the
@@ -618,7 +694,7 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
     let s = Setup::new("splitkill").await;
     let sample = big_sample();
     s.produce(&sample).await;
-    s.create_internal_topics().await;
+    s.create_internal_topics(1).await;
     let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
     let mut sign = s.spawn(&["--stage", "sign", "--exit-at-end"]);
     assert!(wait_exit(&mut sign, Duration::from_secs(120)).success());

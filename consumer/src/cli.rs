@@ -190,8 +190,9 @@ impl TopologyArgs {
 pub enum Stage {
     /// Every stage in one process.
     All,
-    /// Decode and sign pages (stateless): input topic -> PREFIX + `internal.signed`, keyed by
-    /// URL (dead letters go straight to their topic). Scales with the input partitions.
+    /// Decode and sign pages (stateless): input topic -> PREFIX + `internal.signed` (as many
+    /// partitions as the input; each page to the partition of its input partition's number;
+    /// dead letters go straight to their topic). Scales with the input partitions.
     Sign,
     /// The sliding-window sketch index and pair verification, reading PREFIX + `internal.signed`
     /// with the consumer group GROUP + `.index`: publishes the signatures and pairs, and one

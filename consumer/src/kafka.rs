@@ -36,7 +36,8 @@ use futures::FutureExt;
 use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{
-    Emit, Indexed, InternalReader, InternalRecordError, Prepared, Preparer, SignOutput, Topology,
+    Emit, Indexed, InternalReader, InternalRecordError, Prepared, Preparer, SignOutput, SignStage,
+    Topology,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
@@ -325,9 +326,10 @@ pub async fn run(
     } else {
         "false"
     };
-    // The index stage's records must reach the cluster stage in order: an idempotent producer
-    // keeps the order through retries.
-    let idempotent = if opts.stage == Stage::Index {
+    // The sign and index stages' records must reach the next stage in order (a repeat is
+    // recognised by its offset being below the last one applied): an idempotent producer keeps
+    // the order through retries.
+    let idempotent = if matches!(opts.stage, Stage::Sign | Stage::Index) {
         "true"
     } else {
         "false"
@@ -410,6 +412,9 @@ pub async fn run(
     if matches!(opts.stage, Stage::Index | Stage::Cluster) {
         check_one_partition(&consumer, &opts.indexed_topic())?;
     }
+    if opts.stage == Stage::Sign {
+        check_signed_partitions(&consumer, &opts.input_topic, &opts.internal_topic())?;
+    }
     let mut checkpoint_tick = tokio::time::interval_at(
         tokio::time::Instant::now() + opts.checkpoint_interval,
         opts.checkpoint_interval,
@@ -436,6 +441,7 @@ pub async fn run(
     let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
     let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "apply");
     let mut pool = PreparePool::new(&cfg_for_pool, opts.stage);
+    let sign = SignStage::new(&cfg_for_pool);
     let internal_topic = opts.internal_topic();
     let indexed_topic = opts.indexed_topic();
     let mut preparing = FuturesOrdered::new();
@@ -484,10 +490,13 @@ pub async fn run(
                 let Ready::Page(prepared) = prepared else {
                     bail!("the sign stage was given an indexed record");
                 };
-                let (topic, key, value, dead) =
-                    match prepared.into_sign_output(&payload, &src, &cfg_for_pool) {
-                        SignOutput::Internal { key, value } => (&internal_topic, key, value, false),
-                        SignOutput::DeadLetter(e) => (&topics[&e.kind], e.key, e.value, true),
+                // A page goes to the internal partition with its input partition's number.
+                let (topic, partition, key, value, dead) =
+                    match sign.output(prepared, &payload, &src, &mut topo) {
+                        SignOutput::Internal { key, value } => {
+                            (&internal_topic, Some(p), key, value, false)
+                        }
+                        SignOutput::DeadLetter(e) => (&topics[&e.kind], None, e.key, e.value, true),
                     };
                 guard.record(dead).map_err(|e| {
                     anyhow!(
@@ -495,7 +504,7 @@ pub async fn run(
                         opts.input_topic
                     )
                 })?;
-                let delivery = send_raw(&producer, topic, &key, &value).await?;
+                let delivery = send_raw(&producer, topic, partition, &key, &value).await?;
                 in_flight.push_back(acknowledged(vec![delivery], p, o, era).boxed());
                 applied_shared
                     .lock()
@@ -540,7 +549,7 @@ pub async fn run(
                 deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
             }
             if let Some((key, value)) = topo.take_indexed() {
-                deliveries.push(send_raw(&producer, &indexed_topic, &key, &value).await?);
+                deliveries.push(send_raw(&producer, &indexed_topic, None, &key, &value).await?);
             }
             in_flight.push_back(acknowledged(deliveries, p, o, era).boxed());
             applied_shared
@@ -779,18 +788,45 @@ fn assignment(consumer: &StreamConsumer<RunContext>) -> Result<HashSet<i32>> {
         .collect())
 }
 
-/// The index stage's records reach the cluster stage in the order they were applied only
-/// through a topic of one partition.
-fn check_one_partition(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<()> {
+/// The partitions of `topic` (0: it does not exist).
+fn partition_count(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<usize> {
     let md = consumer
         .fetch_metadata(Some(topic), Duration::from_secs(30))
         .with_context(|| format!("cannot read the metadata of {topic}"))?;
-    let partitions = md
+    Ok(md
         .topics()
         .iter()
         .find(|t| t.name() == topic && t.error().is_none())
-        .map_or(0, |t| t.partitions().len());
-    match partitions {
+        .map_or(0, |t| t.partitions().len()))
+}
+
+/// The sign stage sends each page to the internal partition with its input partition's
+/// number, so that each internal partition holds one input partition's records in their order
+/// whichever instance signed them, and the index stage merges them by event time exactly as
+/// the all-in-one stage merges the input partitions: the counts must be equal.
+fn check_signed_partitions(
+    consumer: &StreamConsumer<RunContext>,
+    input: &str,
+    signed: &str,
+) -> Result<()> {
+    let (n, m) = (
+        partition_count(consumer, input)?,
+        partition_count(consumer, signed)?,
+    );
+    if n == 0 {
+        bail!("the input topic {input} does not exist (or its metadata cannot be read)");
+    }
+    match m {
+        0 => bail!("the internal topic {signed} does not exist: create it with as many partitions as {input} ({n}) before starting the sign stage"),
+        m if m != n => bail!("the internal topic {signed} has {m} partitions and the input topic {input} has {n}: they need the same number, since each input partition's records go to the internal partition of the same number (add partitions to {signed}, or recreate it, with {n})"),
+        _ => Ok(()),
+    }
+}
+
+/// The index stage's records reach the cluster stage in the order they were applied only
+/// through a topic of one partition.
+fn check_one_partition(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<()> {
+    match partition_count(consumer, topic)? {
         1 => Ok(()),
         0 => bail!("the internal topic {topic} does not exist: create it with exactly one partition before starting the index and cluster stages"),
         n => bail!("the internal topic {topic} has {n} partitions: it needs exactly one, so that the cluster stage applies pages in the order the index stage did"),
@@ -908,18 +944,23 @@ impl DeadLetterGuard {
 
 /// Hands one record to the producer, waiting while its queue is full.
 async fn send(producer: &FutureProducer, topic: &str, e: &Emit) -> Result<DeliveryFuture> {
-    send_raw(producer, topic, &e.key, &e.value).await
+    send_raw(producer, topic, None, &e.key, &e.value).await
 }
 
 /// Hands one record to the producer, waiting while its queue is full.
 async fn send_raw(
     producer: &FutureProducer,
     topic: &str,
+    partition: Option<i32>,
     key: &str,
     value: &[u8],
 ) -> Result<DeliveryFuture> {
     loop {
-        match producer.send_result(FutureRecord::to(topic).key(key).payload(value)) {
+        let mut record = FutureRecord::to(topic).key(key).payload(value);
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
+        match producer.send_result(record) {
             Ok(f) => return Ok(f),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                 tokio::time::sleep(Duration::from_millis(5)).await;

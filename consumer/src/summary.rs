@@ -32,7 +32,7 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
     if stats.repeats_skipped > 0 {
         let _ = writeln!(
             s,
-            "  repeats skipped {:>10}   (records the index stage sent again)",
+            "  repeats skipped {:>10}   (records the previous stage sent again)",
             stats.repeats_skipped
         );
     }

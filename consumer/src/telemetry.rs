@@ -14,7 +14,7 @@
 //! | `neardup_dead_letters_total` | counter | `reason` |
 //! | `neardup_output_records_total` | counter | `kind` (signatures, pairs, ...) |
 //! | `neardup_pairs_detected_total` | counter | |
-//! | `neardup_repeats_skipped_total` | counter | (cluster stage: index-stage records received again) |
+//! | `neardup_repeats_skipped_total` | counter | (index and cluster stages: records of the previous stage received again) |
 //! | `neardup_window_pages`, `neardup_live_pairs` | gauge | |
 //! | `neardup_window_evictions_total` | counter | `cause` (`time`, `budget`) |
 //! | `neardup_clusters`, `neardup_clustered_pages` | gauge | `level` |

@@ -162,7 +162,7 @@ pub struct Stats {
     pub outputs: BTreeMap<OutputKind, u64>,
     /// Pair detections (every level, including level changes).
     pub pairs_detected: u64,
-    /// Cluster stage: records of the index stage received again and skipped.
+    /// Index and cluster stages: records of the previous stage received again and skipped.
     pub repeats_skipped: u64,
 }
 
@@ -253,10 +253,11 @@ struct State {
     role: Role,
     /// In the cluster stage: the URLs in the index stage's window (what collections keep).
     window: std::collections::HashSet<Arc<str>, hash::StrBuild>,
-    /// In the cluster stage: per partition of the index stage's input, the last offset whose
-    /// record was applied. The index stage sends a record again after a restart (at least
-    /// once); applying it twice would apply its pair changes twice.
-    indexed_upto: BTreeMap<i32, i64>,
+    /// In the index and cluster stages: per partition of the input the previous stage read
+    /// (the records carry where they came from), the last offset whose record was applied. A
+    /// previous stage sends records again after a restart or a rebalance (at least once);
+    /// applying one twice would apply its fetch, or its pair changes, twice.
+    origin_upto: BTreeMap<i32, i64>,
 }
 
 /// The part of the topology a process runs (DESIGN.md §3). The split stages together give
@@ -310,7 +311,7 @@ impl Topology {
             stats: Stats::default(),
             role: Role::All,
             window: Default::default(),
-            indexed_upto: BTreeMap::new(),
+            origin_upto: BTreeMap::new(),
         };
         Topology {
             params: cfg.params_fingerprint(),
@@ -398,7 +399,12 @@ impl Topology {
     pub fn apply(&mut self, prepared: Prepared, raw: &[u8], source: &Source, out: &mut Vec<Emit>) {
         self.state.stats.records += 1;
         match prepared.0 {
-            Ok(p) => self.process_page(&p.page, p.signed, source),
+            Ok(p) => {
+                // A page the sign stage sent again is applied once.
+                if !p.origin.is_some_and(|o| self.is_repeat(o)) {
+                    self.process_page(&p.page, p.signed, source);
+                }
+            }
             Err(e) => {
                 *self.state.stats.dead_letters.entry(e.reason).or_default() += 1;
                 let dl = e.into_dead_letter(raw, source, &self.cfg.decode);
@@ -411,6 +417,21 @@ impl Topology {
                 self.state.stats.pairs_detected += 1;
             }
             out.push(e);
+        }
+    }
+
+    /// True (and counted) for a record of the previous stage whose origin (partition, offset
+    /// of that stage's input) was applied already; otherwise notes it as applied.
+    fn is_repeat(&mut self, (partition, offset): (i32, i64)) -> bool {
+        match self.state.origin_upto.get(&partition) {
+            Some(&upto) if offset <= upto => {
+                self.state.stats.repeats_skipped += 1;
+                true
+            }
+            _ => {
+                self.state.origin_upto.insert(partition, offset);
+                false
+            }
         }
     }
 
@@ -619,15 +640,8 @@ impl Topology {
     pub fn apply_indexed(&mut self, record: Indexed, out: &mut Vec<Emit>) {
         let r = *record.0;
         self.state.stats.records += 1;
-        let (partition, offset) = r.origin;
-        match self.state.indexed_upto.get(&partition) {
-            Some(&upto) if offset <= upto => {
-                self.state.stats.repeats_skipped += 1;
-                return;
-            }
-            _ => {
-                self.state.indexed_upto.insert(partition, offset);
-            }
+        if self.is_repeat(r.origin) {
+            return;
         }
         match r.checksum {
             Some(_) => self.state.stats.pages += 1,
@@ -864,6 +878,9 @@ pub struct Prepared(Result<Box<PreparedPage>, DecodeError>);
 struct PreparedPage {
     page: PageEvent,
     signed: Option<Signed>,
+    /// For a page read back from the sign stage: where that stage read it (partition, offset
+    /// of the input topic), so a repeat is recognised.
+    origin: Option<(i32, i64)>,
 }
 
 /// What signing a page gives, before the window's history adds its change since the last fetch.
@@ -896,7 +913,7 @@ mod as_json {
 }
 
 /// Layout of the internal records between the sign and index stages; bump on any change.
-const INTERNAL_FORMAT: u32 = 1;
+const INTERNAL_FORMAT: u32 = 2;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).
@@ -913,14 +930,18 @@ struct InternalPage {
     ip: Option<String>,
     crawl_id: Option<String>,
     signed: Option<Signed>,
+    /// Where the sign stage read the record (partition, offset of the input topic).
+    origin: (i32, i64),
 }
 
 /// What the sign stage publishes for one input record.
 #[derive(Debug)]
 pub enum SignOutput {
-    /// A decodable record: the internal record for the index stage, keyed by URL.
+    /// A decodable record: the internal record for the index stage, keyed by URL. It goes to
+    /// the partition of the internal topic with the input partition's number, so each of them
+    /// holds one input partition's records in their order, whichever instance signed them.
     Internal {
-        /// The page's URL (the record key, so one URL's fetches stay in one partition, in order).
+        /// The page's URL (the record key).
         key: String,
         /// The encoded page with its signatures.
         value: Vec<u8>,
@@ -967,6 +988,7 @@ impl InternalReader {
         Ok(Prepared(Ok(Box::new(PreparedPage {
             page,
             signed: p.signed,
+            origin: Some(p.origin),
         }))))
     }
 
@@ -1018,18 +1040,52 @@ impl Prepared {
     pub fn event_time_ms(&self) -> Option<i64> {
         self.0.as_ref().ok().map(|p| p.page.fetched_at_ms)
     }
+}
 
-    /// The split topology's sign stage: the record for the index stage, or the dead letter of a
-    /// record that cannot be decoded (`raw` and `source` are the input record and where it came
-    /// from, for the dead letter).
-    pub fn into_sign_output(self, raw: &[u8], source: &Source, cfg: &Config) -> SignOutput {
-        match self.0 {
+/// The split topology's sign stage: turns each prepared input record into what the stage
+/// publishes. It holds the signing parameters' fingerprint, so that is computed once, not for
+/// every record.
+pub struct SignStage {
+    params: String,
+    decode: DecodeLimits,
+}
+
+impl SignStage {
+    /// The sign stage of configuration `cfg`.
+    pub fn new(cfg: &Config) -> Self {
+        SignStage {
+            params: cfg.params_fingerprint(),
+            decode: cfg.decode.clone(),
+        }
+    }
+
+    /// The record for the index stage, or the dead letter of a record that cannot be decoded
+    /// (`raw` and `source` are the input record and where it came from), counted in `topo`'s
+    /// stats as the all-in-one stage counts them (for the stage's summary and metrics).
+    pub fn output(
+        &self,
+        prepared: Prepared,
+        raw: &[u8],
+        source: &Source,
+        topo: &mut Topology,
+    ) -> SignOutput {
+        let stats = &mut topo.state.stats;
+        stats.records += 1;
+        match &prepared.0 {
+            Ok(p) if p.signed.is_some() => stats.pages += 1,
+            Ok(_) => stats.no_content += 1,
+            Err(e) => {
+                *stats.dead_letters.entry(e.reason).or_default() += 1;
+                *stats.outputs.entry(OutputKind::DeadLetter).or_default() += 1;
+            }
+        }
+        match prepared.0 {
             Ok(p) => {
-                let PreparedPage { page, signed } = *p;
+                let PreparedPage { page, signed, .. } = *p;
                 let key = page.url.clone();
                 let internal = InternalPage {
                     format: INTERNAL_FORMAT,
-                    params: cfg.params_fingerprint(),
+                    params: self.params.clone(),
                     url: page.url,
                     fetched_at: page.fetched_at,
                     fetched_at_ms: page.fetched_at_ms,
@@ -1038,13 +1094,19 @@ impl Prepared {
                     ip: page.ip,
                     crawl_id: page.crawl_id,
                     signed,
+                    origin: match source {
+                        Source::Kafka {
+                            partition, offset, ..
+                        } => (*partition, *offset),
+                        Source::File { line, .. } => (0, *line as i64),
+                    },
                 };
                 let value = postcard::to_stdvec(&internal).expect("a signed page serializes");
                 SignOutput::Internal { key, value }
             }
             Err(e) => {
                 let mut emitter = Emitter::new();
-                emitter.emit(e.into_dead_letter(raw, source, &cfg.decode));
+                emitter.emit(e.into_dead_letter(raw, source, &self.decode));
                 let dead = emitter.drain().next().expect("one dead letter");
                 SignOutput::DeadLetter(dead)
             }
@@ -1078,7 +1140,11 @@ impl Preparer {
                 (Some(body), true) => Some(self.sign(&page, body)),
                 _ => None,
             };
-            Box::new(PreparedPage { page, signed })
+            Box::new(PreparedPage {
+                page,
+                signed,
+                origin: None,
+            })
         }))
     }
 

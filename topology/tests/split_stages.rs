@@ -6,7 +6,7 @@
 //! processing the input directly. Every stateful part is on.
 
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, InternalReader, Preparer, Role, SignOutput, Topology};
+use neardup_topology::{Emit, InternalReader, Preparer, Role, SignOutput, SignStage, Topology};
 use std::collections::BTreeMap;
 
 mod common;
@@ -56,12 +56,15 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
     }
 
     let mut preparer = Preparer::new(&cfg);
+    let sign = SignStage::new(&cfg);
+    // The sign stage's own topology only counts what it signs.
+    let mut signer = Topology::new(cfg.clone());
     let mut index = Topology::new(cfg.clone());
     let reader = InternalReader::new(&cfg);
     let mut got = Vec::new();
     let (mut internal, mut dead) = (0, 0);
     for (i, line) in lines.iter().enumerate() {
-        match preparer.prepare(line).into_sign_output(line, &src(i), &cfg) {
+        match sign.output(preparer.prepare(line), line, &src(i), &mut signer) {
             SignOutput::DeadLetter(e) => {
                 assert_eq!(e.kind, OutputKind::DeadLetter);
                 dead += 1;
@@ -79,6 +82,12 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
         dead >= 2 && internal > 100,
         "{dead} dead letters, {internal} pages"
     );
+    let counted = signer.stats();
+    assert_eq!(counted.records, lines.len() as u64);
+    assert_eq!(counted.dead_letter_total(), dead);
+    assert_eq!(counted.pages + counted.no_content, internal);
+    assert_eq!(counted.records, whole.stats().records);
+    assert_eq!(counted.pages, whole.stats().pages);
     assert_same_outputs(&expected, &got);
 }
 
@@ -86,7 +95,9 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
 /// and the three give the all-in-one outputs, kind by kind and in order, with every part that
 /// can run split on (collections, in-link ranking, mirrors) and a page budget small enough that
 /// pages are evicted (so the cluster stage follows the index's window). Records come from two
-/// input partitions, so the watermark waits for the slower one in both runs.
+/// input partitions, so the watermark waits for the slower one in both runs. Both the sign and
+/// the index stage send some records again (at least once), and the next stage applies each
+/// once.
 #[test]
 fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     let mut cfg = everything_on();
@@ -108,14 +119,17 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     assert!(whole.near_stats().evicted_by_budget > 0);
 
     let mut preparer = Preparer::new(&cfg);
+    let sign = SignStage::new(&cfg);
+    let mut signer = Topology::new(cfg.clone());
     let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
     let mut cluster = Topology::with_role(cfg.clone(), Role::Cluster).expect("cluster");
     let reader = InternalReader::new(&cfg);
     let mut got = Vec::new();
     let mut forwarded = 0;
     let mut sent: Vec<Vec<u8>> = Vec::new();
+    let mut signed: Vec<Vec<u8>> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        match preparer.prepare(line).into_sign_output(line, &src(i), &cfg) {
+        match sign.output(preparer.prepare(line), line, &src(i), &mut signer) {
             SignOutput::DeadLetter(e) => got.push(e),
             SignOutput::Internal { value, .. } => {
                 let prepared = reader.signed(&value).expect("reads back");
@@ -137,11 +151,26 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
                         assert_eq!(got.len(), before, "a repeat has no outputs");
                     }
                 }
+                signed.push(value);
+                if signed.len() % 50 == 0 {
+                    // A sign stage instance restarted, or its partition moved to another one,
+                    // and the last records are sent again: the index stage applies each once.
+                    for again in &signed[signed.len() - 5..] {
+                        let before = got.len();
+                        index.apply(reader.signed(again).unwrap(), &[], &src(i), &mut got);
+                        assert_eq!(got.len(), before, "a repeat has no outputs");
+                        assert!(index.take_indexed().is_none(), "nor a record to forward");
+                    }
+                }
             }
         }
     }
     assert!(forwarded > 100);
     assert_eq!(cluster.stats().repeats_skipped, 7 * (forwarded / 40) as u64);
+    assert_eq!(
+        index.stats().repeats_skipped,
+        5 * (signed.len() / 50) as u64
+    );
     let mut tail = Vec::new();
     whole.finish(&mut tail);
     expected.extend(tail);
@@ -179,9 +208,9 @@ fn an_internal_record_of_other_parameters_or_damaged_is_refused() {
         file: "x".into(),
         line: 1,
     };
-    let SignOutput::Internal { value, .. } = Preparer::new(&cfg)
-        .prepare(line)
-        .into_sign_output(line, &src, &cfg)
+    let mut signer = Topology::new(cfg.clone());
+    let SignOutput::Internal { value, .. } =
+        SignStage::new(&cfg).output(Preparer::new(&cfg).prepare(line), line, &src, &mut signer)
     else {
         panic!("the first record is a page");
     };
