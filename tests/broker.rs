@@ -254,8 +254,14 @@ impl Setup {
 
     /// Number of records in an output topic, roughly (tansu's high watermark lags a little).
     fn count(&self, kind: OutputKind) -> i64 {
+        self.count_topic(&self.topic(kind))
+    }
+
+    /// About how many records partition 0 of `topic` holds (tansu's high watermark lags by up
+    /// to a batch, see `read_outputs`).
+    fn count_topic(&self, topic: &str) -> i64 {
         let c: BaseConsumer = self.config().create().unwrap();
-        c.fetch_watermarks(&self.topic(kind), 0, Duration::from_secs(10))
+        c.fetch_watermarks(topic, 0, Duration::from_secs(10))
             .unwrap()
             .1
     }
@@ -263,8 +269,13 @@ impl Setup {
     /// Waits until about `n` signatures are out, failing if `child` exits first or nothing moves
     /// for two minutes.
     fn wait_for_signatures(&self, child: &mut Child, n: i64) {
+        self.wait_for(child, &self.topic(OutputKind::Signatures), n);
+    }
+
+    /// Waits until `topic` holds about `n` records (see [`Self::wait_for_signatures`]).
+    fn wait_for(&self, child: &mut Child, topic: &str, n: i64) {
         let started = Instant::now();
-        while self.count(OutputKind::Signatures) < n {
+        while self.count_topic(topic) < n {
             assert!(child.try_wait().unwrap().is_none(), "neardup exited early");
             assert!(started.elapsed() < Duration::from_secs(120), "no progress");
             std::thread::sleep(Duration::from_millis(20));
@@ -682,6 +693,66 @@ async fn two_sign_instances_split_the_input_and_the_split_run_gives_the_all_in_o
         assert_same(kind, &got[&kind], &want[&kind]);
     }
     assert!(!got[&OutputKind::Pairs].is_empty() && !got[&OutputKind::DeadLetter].is_empty());
+}
+
+/// A sign instance SIGKILLed mid-stream, long after its last commit, and restarted: it signs
+/// the records since that commit again, and the index stage recognises the pages it has applied
+/// by the input partition and offset they carry and applies each once, so every output but the
+/// dead letters (which the sign stage publishes itself, at least once) is exactly the
+/// all-in-one oracle's, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_instance_killed_mid_stream_and_restarted_repeats_nothing_downstream() {
+    let s = Setup::new("signkill").await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    s.create_internal_topics(1).await;
+    let signed = format!("{}internal.signed", s.prefix);
+    let pages = (sample.records.len() - sample.bad_records.len()) as i64;
+    let mut sign = KillOnDrop(s.spawn(&[
+        "--stage",
+        "sign",
+        "--max-in-flight",
+        "1",
+        "--commit-interval",
+        "1h",
+    ]));
+    s.wait_for(&mut sign.0, &signed, pages / 3);
+    assert!(Command::new("kill")
+        .args(["-KILL", &sign.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    wait_exit(&mut sign.0, Duration::from_secs(60));
+    let at_kill = s.count_topic(&signed);
+    assert!(at_kill < pages, "the stream had finished before the kill");
+    let mut sign = s.spawn(&["--stage", "sign", "--exit-at-end"]);
+    assert!(wait_exit(&mut sign, Duration::from_secs(120)).success());
+
+    let log = std::env::temp_dir().join(format!("neardup-{}-index.log", s.group));
+    let mut index = s.spawn_logged(&["--stage", "index", "--exit-at-end"], &log);
+    let ok = wait_exit(&mut index, Duration::from_secs(120)).success();
+    let err = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(ok, "{err}");
+    let skipped: u64 = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("repeats skipped"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(skipped > 0, "the sign stage sent nothing again:\n{err}");
+    let mut cluster = s.spawn(&["--stage", "cluster", "--exit-at-end"]);
+    assert!(wait_exit(&mut cluster, Duration::from_secs(120)).success());
+
+    let got = s.read_outputs();
+    let want = s.oracle(&sample);
+    for kind in OutputKind::ALL {
+        if kind != OutputKind::DeadLetter {
+            assert_same(kind, &got[&kind], &want[&kind]);
+        }
+    }
+    let repeats = assert_no_loss_no_divergence(&got, &want);
+    eprintln!("sign stage killed at {at_kill}/{pages} pages signed; the index stage skipped {skipped} pages sent again; {repeats} repeated dead letters");
 }
 
 /// The split topology with the index stage SIGKILLed mid-stream and restarted while the
