@@ -266,6 +266,25 @@ impl Setup {
             .1
     }
 
+    /// The offsets the test's consumer group has committed, summed over the input's first
+    /// `partitions` partitions.
+    fn committed(&self, partitions: i32) -> i64 {
+        let c: BaseConsumer = self.config().set("group.id", &self.group).create().unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition(&self.input, p);
+        }
+        c.committed_offsets(tpl, Duration::from_secs(10))
+            .unwrap()
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            })
+            .sum()
+    }
+
     /// Waits until about `n` signatures are out, failing if `child` exits first or nothing moves
     /// for two minutes.
     fn wait_for_signatures(&self, child: &mut Child, n: i64) {
@@ -521,6 +540,38 @@ async fn interrupted_run(name: &str, signal: &str) {
     eprintln!("{signal}: stopped at {at_kill}/{total_signatures} signatures; {repeats} repeated outputs after restart");
 }
 
+/// A restart without checkpoints on a two-partition input ([`send_alternating`]): the first run
+/// applies the first half of the stream, merged in event-time order, and exits; the second half
+/// arrives, and a new process rebuilds the state by re-reading both partitions up to where the
+/// group resumes, merged in event-time order as the first run applied them, then goes on. The
+/// two runs publish exactly what the oracle publishes for the first half merged, then the second
+/// half merged, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_two_partitions_rebuilds_the_state_in_the_merged_order() {
+    let s = Setup::with_input_partitions("restart2", brokers(), 2).await;
+    let records = big_sample().records;
+    let half = records.len() / 2;
+    let mut merged = send_alternating(&s, &records[..half], 0).await;
+    let mut first = s.spawn(&["--exit-at-end"]);
+    assert!(wait_exit(&mut first, Duration::from_secs(120)).success());
+    merged.extend(send_alternating(&s, &records[half..], half).await);
+    let log = std::env::temp_dir().join(format!("neardup-{}-restart.log", s.group));
+    let mut second = s.spawn_logged(&["--exit-at-end"], &log);
+    let ok = wait_exit(&mut second, Duration::from_secs(120)).success();
+    let err = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("restoring state"),
+        "the restart re-read nothing:\n{err}"
+    );
+    let got = s.read_outputs();
+    let want = oracle_of(&s, &merged);
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_then_restart_loses_nothing() {
     interrupted_run("kill", "-KILL").await;
@@ -569,28 +620,28 @@ async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     }
 }
 
-/// Produces the sample crawl to a two-partition input in alternating stretches of 40 records,
-/// so a partition's batches arrive far ahead of, or behind, the other's in event time; returns
-/// what the oracle publishes when it applies the records merged in event-time order (the head
-/// with the oldest event time next, records without one first, ties to the lower partition),
-/// with their partitions and offsets as sources.
-async fn produce_alternating(
+/// Sends `records` to the two-partition input in alternating stretches of 40 records (counted
+/// from `first`, the place of `records[0]` in the stream), so a partition's batches arrive far
+/// ahead of, or behind, the other's in event time. Returns them in the order a run merges them
+/// (the head with the oldest event time next, records without one first, ties to the lower
+/// partition), each with its partition and offset.
+async fn send_alternating(
     s: &Setup,
-    sample: &SampleCrawl,
-) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
+    records: &[Vec<u8>],
+    first: usize,
+) -> Vec<(Vec<u8>, i32, i64)> {
     let producer: FutureProducer = s.config().create().unwrap();
     // Per partition: (record, offset, event time).
     type Part<'a> = Vec<(&'a Vec<u8>, i64, Option<i64>)>;
     let mut parts: [Part; 2] = [vec![], vec![]];
     let mut preparer = neardup_topology::Preparer::new(&Config::default());
-    for (i, r) in sample.records.iter().enumerate() {
-        let p = (i / 40) % 2;
+    for (i, r) in records.iter().enumerate() {
+        let p = ((first + i) / 40) % 2;
         let offset = send_to(&producer, &s.input, p as i32, r, None).await;
-        assert_eq!(offset, parts[p].len() as i64);
         parts[p].push((r, offset, preparer.prepare(r).event_time_ms()));
     }
     let mut heads = [0usize; 2];
-    let mut merged: Vec<(Vec<u8>, i32, i64)> = vec![];
+    let mut merged = vec![];
     while let Some(p) = (0..2)
         .filter(|&p| heads[p] < parts[p].len())
         .min_by_key(|&p| (parts[p][heads[p]].2.unwrap_or(i64::MIN), p))
@@ -599,18 +650,34 @@ async fn produce_alternating(
         merged.push((r.clone(), p as i32, offset));
         heads[p] += 1;
     }
+    merged
+}
+
+/// What the oracle publishes when it applies `merged` in that order, with their partitions and
+/// offsets as sources.
+fn oracle_of(
+    s: &Setup,
+    merged: &[(Vec<u8>, i32, i64)],
+) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
     let records: Vec<Vec<u8>> = merged.iter().map(|m| m.0.clone()).collect();
-    let input = s.input.clone();
     let mut want: BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> =
         OutputKind::ALL.iter().map(|k| (*k, vec![])).collect();
     for e in replay_records(&records, Config::default(), |i| Source::Kafka {
-        topic: input.clone(),
+        topic: s.input.clone(),
         partition: merged[i].1,
         offset: merged[i].2,
     }) {
         want.get_mut(&e.kind).unwrap().push((e.key, e.value));
     }
     want
+}
+
+/// The sample crawl sent by [`send_alternating`]; the oracle's outputs for the merged order.
+async fn produce_alternating(
+    s: &Setup,
+    sample: &SampleCrawl,
+) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
+    oracle_of(s, &send_alternating(s, &sample.records, 0).await)
 }
 
 /// Two input partitions that hold alternating stretches of the stream ([`produce_alternating`]):

@@ -512,14 +512,30 @@ pub async fn run(
                     .insert(p, o + 1);
                 continue;
             }
-            if restored.insert(p) {
+            if !restored.contains(&p) {
+                // The state of p before o, and of every other partition whose first record is
+                // buffered, rebuilt together: merged in event-time order, as it was applied.
+                let mut first: Vec<(i32, i64)> = vec![(p, o)];
+                for (q, (qo, qera, ..)) in merge.heads() {
+                    if q != p
+                        && !restored.contains(&q)
+                        && epoch.get(&q).copied().unwrap_or(0) == *qera
+                    {
+                        first.push((q, *qo));
+                    }
+                }
+                let mut ranges = Vec::new();
+                for (q, first) in first {
+                    restored.insert(q);
+                    let from = state_from.get(&q).copied();
+                    match from {
+                        // Applied here before the partition went away and came back.
+                        Some(from) if ahead.contains(&q) && from > first => {}
+                        _ => ranges.push((q, from, first)),
+                    }
+                }
                 health.restoring.fetch_add(1, Ordering::Relaxed);
-                let from = state_from.get(&p).copied();
-                let n = match from {
-                    // Applied here before the partition went away and came back.
-                    Some(from) if ahead.contains(&p) && from > o => Ok(0),
-                    _ => restore_partition(opts, &consumer, &mut topo, p, from, o),
-                };
+                let n = restore_partitions(opts, &consumer, &mut topo, &ranges);
                 health.restoring.fetch_sub(1, Ordering::Relaxed);
                 restored_records += n?;
             }
@@ -650,8 +666,11 @@ pub async fn run(
                 }
             }
             // Records are decoded and signed on the preparing threads, ahead, in parallel...
-            msg = consumer.recv(), if in_flight.len() + preparing.len() + merge.len() < opts.max_in_flight
-                && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
+            // (Past the bound on records in flight only while the merge waits for a partition
+            // that has nothing buffered: else a bound below the number of partitions would
+            // stall the merge until every wait ran out.)
+            msg = consumer.recv(), if (in_flight.len() + preparing.len() + merge.len() < opts.max_in_flight
+                || merge.waiting()) && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
                 Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
                 Ok(m) => {
@@ -753,28 +772,18 @@ enum Ready {
     Indexed(Indexed),
 }
 
-/// Applies a record as the stage does, without publishing anything (restoring state).
-fn apply_silently(
+/// A record prepared as the stage prepares it, for restoring state.
+fn prepare_silently(
     stage: Stage,
-    topo: &mut Topology,
     reader: &InternalReader,
+    preparer: &mut Preparer,
     payload: &[u8],
-    src: &Source,
-    scratch: &mut Vec<Emit>,
-) -> Result<()> {
-    match stage {
-        Stage::Index => {
-            let prepared = reader.signed(payload)?;
-            topo.apply(prepared, payload, src, scratch);
-            topo.take_indexed();
-        }
-        Stage::Cluster => {
-            let record = reader.indexed(payload)?;
-            topo.apply_indexed(record, scratch);
-        }
-        _ => topo.process(payload, src, scratch),
-    }
-    Ok(())
+) -> Result<Ready> {
+    Ok(match stage {
+        Stage::Index => Ready::Page(reader.signed(payload)?),
+        Stage::Cluster => Ready::Indexed(reader.indexed(payload)?),
+        _ => Ready::Page(preparer.prepare(payload)),
+    })
 }
 
 /// The partitions assigned to this instance now.
@@ -1119,21 +1128,20 @@ fn write_checkpoint(
     Ok(())
 }
 
-/// Rebuilds the state partition `p` contributed before offset `first`: re-reads it silently
-/// from the offset the state already reflects (`state_from`, from a checkpoint), or else from
-/// its earliest retained record. Returns the number of records re-read.
-fn restore_partition(
+/// Where re-reading partition `p` starts to rebuild the state it contributed before offset
+/// `first`: the offset the state already reflects (`state_from`, from a checkpoint), or else its
+/// earliest retained record.
+fn restore_start(
     opts: &KafkaOptions,
     consumer: &StreamConsumer<RunContext>,
-    topo: &mut Topology,
     p: i32,
     state_from: Option<i64>,
     first: i64,
-) -> Result<u64> {
+) -> Result<i64> {
     let (low, _high) = consumer
         .fetch_watermarks(&opts.input_topic, p, Duration::from_secs(30))
         .with_context(|| format!("cannot read the watermarks of {}/{p}", opts.input_topic))?;
-    let low = match state_from {
+    Ok(match state_from {
         Some(from) if from > first => bail!(
             "the checkpoint reflects {}/{p} up to offset {from}, but the group resumes at {first}: \
              the checkpoint is ahead of the group's committed offset (were the group's offsets \
@@ -1152,17 +1160,35 @@ fn restore_partition(
         }
         Some(from) => from,
         None => low,
-    };
-    if first <= low {
-        return Ok(0);
-    }
-    info!(
-        partition = p,
-        from = low,
-        to = first,
-        "restoring state: re-reading the partition up to the committed offset"
-    );
-    tokio::task::block_in_place(|| {
+    })
+}
+
+/// Rebuilds the state the partitions of `ranges` (partition, offset the state reflects it up
+/// to from a checkpoint, offset the run resumes it at) contributed before the run resumes them:
+/// re-reads each silently from [`restore_start`] and applies the records merged in event-time
+/// order, the order the run loop applies them in ([`crate::merge`]; here every record is at
+/// hand, so nothing is waited for), so the state is the one the run built. Returns the number
+/// of records re-read.
+fn restore_partitions(
+    opts: &KafkaOptions,
+    consumer: &StreamConsumer<RunContext>,
+    topo: &mut Topology,
+    ranges: &[(i32, Option<i64>, i64)],
+) -> Result<u64> {
+    let mut todo: Vec<(i32, i64)> = Vec::new();
+    let mut readers: Vec<BaseConsumer> = Vec::new();
+    for &(p, state_from, first) in ranges {
+        let low = restore_start(opts, consumer, p, state_from, first)?;
+        if first <= low {
+            continue;
+        }
+        info!(
+            partition = p,
+            from = low,
+            to = first,
+            "restoring state: re-reading the partition up to the committed offset"
+        );
+        // One reader per partition, so each is read only as far as the merge needs it.
         let reader: BaseConsumer = opts
             .client_config(&[
                 ("group.id", &format!("{}.restore", opts.group)),
@@ -1173,40 +1199,85 @@ fn restore_partition(
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&opts.input_topic, p, Offset::Offset(low))?;
         reader.assign(&tpl)?;
-        let mut scratch = Vec::new();
+        todo.push((p, first));
+        readers.push(reader);
+    }
+    if todo.is_empty() {
+        return Ok(0);
+    }
+    tokio::task::block_in_place(|| {
         let internal = InternalReader::new(topo.config());
+        let mut preparer = Preparer::new(topo.config());
+        // Per partition, its next record: (event time, offset, record, prepared).
+        type Head = (Option<i64>, i64, Vec<u8>, Ready);
+        let mut heads: Vec<Option<Head>> = todo.iter().map(|_| None).collect();
+        let mut done = vec![false; todo.len()];
+        let mut scratch = Vec::new();
         let mut n = 0u64;
-        let mut next = low;
-        while next < first {
-            let m = match reader.poll(Duration::from_secs(30)) {
-                None => bail!(
-                    "timed out re-reading {}/{p} at offset {next} to restore state",
-                    opts.input_topic
-                ),
-                Some(r) => r.map_err(|e| anyhow!("re-reading {}/{p}: {e}", opts.input_topic))?,
-            };
-            if m.offset() >= first {
-                break;
+        loop {
+            for (i, &(p, first)) in todo.iter().enumerate() {
+                if done[i] || heads[i].is_some() {
+                    continue;
+                }
+                let m = match readers[i].poll(Duration::from_secs(30)) {
+                    None => bail!(
+                        "timed out re-reading {}/{p} to restore state",
+                        opts.input_topic
+                    ),
+                    Some(r) => {
+                        r.map_err(|e| anyhow!("re-reading {}/{p}: {e}", opts.input_topic))?
+                    }
+                };
+                if m.offset() >= first {
+                    done[i] = true;
+                    continue;
+                }
+                let payload = m.payload().unwrap_or(&[]).to_vec();
+                let ready = prepare_silently(opts.stage, &internal, &mut preparer, &payload)
+                    .with_context(|| {
+                        format!(
+                            "restoring state from {}/{p} offset {}",
+                            opts.input_topic,
+                            m.offset()
+                        )
+                    })?;
+                let at = match &ready {
+                    Ready::Page(page) => page.event_time_ms(),
+                    Ready::Indexed(_) => None,
+                };
+                heads[i] = Some((at, m.offset(), payload, ready));
             }
+            // The head with the oldest event time next (records without one first; ties to the
+            // lower partition), as crate::merge does.
+            let Some(i) = (0..todo.len())
+                .filter_map(|i| {
+                    heads[i]
+                        .as_ref()
+                        .map(|h| (i, (h.0.unwrap_or(i64::MIN), todo[i].0)))
+                })
+                .min_by_key(|&(_, key)| key)
+                .map(|(i, _)| i)
+            else {
+                break;
+            };
+            let (_, offset, payload, ready) = heads[i].take().expect("a head");
             let src = Source::Kafka {
                 topic: opts.input_topic.clone(),
-                partition: p,
-                offset: m.offset(),
+                partition: todo[i].0,
+                offset,
             };
-            apply_silently(
-                opts.stage,
-                topo,
-                &internal,
-                m.payload().unwrap_or(&[]),
-                &src,
-                &mut scratch,
-            )
-            .with_context(|| format!("restoring state from {}/{p}", opts.input_topic))?;
+            match ready {
+                Ready::Page(prepared) => {
+                    topo.apply(prepared, &payload, &src, &mut scratch);
+                    topo.take_indexed();
+                }
+                Ready::Indexed(record) => topo.apply_indexed(record, &mut scratch),
+            }
             scratch.clear();
-            next = m.offset() + 1;
             n += 1;
         }
-        info!(partition = p, records = n, "state restored");
+        let partitions: Vec<i32> = todo.iter().map(|t| t.0).collect();
+        info!(?partitions, records = n, "state restored");
         Ok(n)
     })
 }

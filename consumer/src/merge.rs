@@ -44,6 +44,13 @@ impl<T> Merge<T> {
         self.len += 1;
     }
 
+    /// Each partition's first buffered record.
+    pub fn heads(&self) -> impl Iterator<Item = (i32, &T)> {
+        self.queues
+            .iter()
+            .filter_map(|(&p, q)| q.front().map(|(_, item)| (p, item)))
+    }
+
     /// Records buffered.
     pub fn len(&self) -> usize {
         self.len
@@ -92,6 +99,12 @@ impl<T> Merge<T> {
         Some((partition, item))
     }
 
+    /// A wait for a partition's next record is under way: the run loop reads on, past its
+    /// bound on records in flight, since nothing buffered can go before that record arrives.
+    pub fn waiting(&self) -> bool {
+        self.waiting_since.is_some()
+    }
+
     /// When the current wait ends, if one is under way.
     pub fn deadline(&self, wait: Duration) -> Option<Instant> {
         self.waiting_since.map(|since| since + wait)
@@ -135,8 +148,10 @@ mod tests {
         m.push(0, Some(50), "a50");
         m.push(0, Some(60), "a60");
         let assigned = set(&[0, 1]);
+        assert!(!m.waiting());
         assert!(m.pop(&assigned, |_| true, WAIT, t0, false).is_none());
         assert_eq!(m.deadline(WAIT), Some(t0 + WAIT));
+        assert!(m.waiting(), "the run loop may read past its bound now");
         // Partition 1's older record arrives in time: it goes first.
         m.push(1, Some(40), "b40");
         let t1 = t0 + WAIT / 2;
@@ -149,6 +164,7 @@ mod tests {
             None,
             "no wait under way after a pop without one"
         );
+        assert!(!m.waiting());
         // Partition 1 is empty again: wait anew, then go on without it.
         assert!(m.pop(&assigned, |_| true, WAIT, t1, false).is_none());
         let late = t1 + WAIT;
