@@ -668,9 +668,9 @@ pub async fn run(
             // Records are decoded and signed on the preparing threads, ahead, in parallel...
             // (Past the bound on records in flight only while the merge waits for a partition
             // that has nothing buffered: else a bound below the number of partitions would
-            // stall the merge until every wait ran out.)
+            // stall the merge until every wait ran out. Once a wait runs out the bound holds.)
             msg = consumer.recv(), if (in_flight.len() + preparing.len() + merge.len() < opts.max_in_flight
-                || merge.waiting()) && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
+                || merge.waiting(opts.partition_wait, Instant::now())) && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
                 Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
                 Ok(m) => {
@@ -823,7 +823,7 @@ fn check_signed_partitions(
         partition_count(consumer, signed)?,
     );
     if n == 0 {
-        bail!("the input topic {input} does not exist (or its metadata cannot be read)");
+        bail!("the input topic {input} does not exist (or its metadata cannot be read): create it, or check --input-topic, before starting the sign stage");
     }
     match m {
         0 => bail!("the internal topic {signed} does not exist: create it with as many partitions as {input} ({n}) before starting the sign stage"),

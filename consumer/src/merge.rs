@@ -99,10 +99,11 @@ impl<T> Merge<T> {
         Some((partition, item))
     }
 
-    /// A wait for a partition's next record is under way: the run loop reads on, past its
-    /// bound on records in flight, since nothing buffered can go before that record arrives.
-    pub fn waiting(&self) -> bool {
-        self.waiting_since.is_some()
+    /// A wait for a partition's next record holds the buffered records back at `now`: the run
+    /// loop reads on, past its bound on records in flight, since nothing buffered can go before
+    /// that record arrives (or the wait runs out, and the bound holds again).
+    pub fn waiting(&self, wait: Duration, now: Instant) -> bool {
+        self.waiting_since.is_some_and(|since| now < since + wait)
     }
 
     /// When the current wait ends, if one is under way.
@@ -148,10 +149,14 @@ mod tests {
         m.push(0, Some(50), "a50");
         m.push(0, Some(60), "a60");
         let assigned = set(&[0, 1]);
-        assert!(!m.waiting());
+        assert!(!m.waiting(WAIT, t0));
         assert!(m.pop(&assigned, |_| true, WAIT, t0, false).is_none());
         assert_eq!(m.deadline(WAIT), Some(t0 + WAIT));
-        assert!(m.waiting(), "the run loop may read past its bound now");
+        assert!(
+            m.waiting(WAIT, t0 + WAIT / 2),
+            "the run loop may read past its bound now"
+        );
+        assert!(!m.waiting(WAIT, t0 + WAIT), "not once the wait ran out");
         // Partition 1's older record arrives in time: it goes first.
         m.push(1, Some(40), "b40");
         let t1 = t0 + WAIT / 2;
@@ -164,7 +169,7 @@ mod tests {
             None,
             "no wait under way after a pop without one"
         );
-        assert!(!m.waiting());
+        assert!(!m.waiting(WAIT, t1));
         // Partition 1 is empty again: wait anew, then go on without it.
         assert!(m.pop(&assigned, |_| true, WAIT, t1, false).is_none());
         let late = t1 + WAIT;
