@@ -1188,12 +1188,16 @@ fn restore_partitions(
             to = first,
             "restoring state: re-reading the partition up to the committed offset"
         );
-        // One reader per partition, so each is read only as far as the merge needs it.
+        // One reader per partition, so each is read only as far as the merge needs it; each
+        // prefetches little (librdkafka's defaults queue up to 100,000 records or 64 MiB per
+        // client), so memory stays bounded however many partitions restore together.
         let reader: BaseConsumer = opts
             .client_config(&[
                 ("group.id", &format!("{}.restore", opts.group)),
                 ("enable.auto.commit", "false"),
                 ("enable.partition.eof", "false"),
+                ("queued.min.messages", "1000"),
+                ("queued.max.messages.kbytes", "8192"),
             ])
             .create()?;
         let mut tpl = TopicPartitionList::new();
