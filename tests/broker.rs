@@ -21,6 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Numbers the log files of [`Setup::run_logged`].
+static LOGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn brokers() -> String {
     if let Ok(b) = std::env::var("KAFKA_TEST_BROKERS") {
         return b;
@@ -152,10 +155,7 @@ impl Setup {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let status = wait_exit(&mut child, Duration::from_secs(60));
-        let err = std::fs::read_to_string(&log).unwrap();
-        let _ = std::fs::remove_file(&log);
-        assert!(!status.success(), "the run must stop:\n{err}");
+        let err = finish_logged(&mut child, &log, false);
         for e in expect {
             assert!(err.contains(e), "no {e:?} in:\n{err}");
         }
@@ -232,6 +232,17 @@ impl Setup {
             .expect("spawn neardup")
     }
 
+    /// `neardup run` with `extra` to its exit ([`finish_logged`]); its log.
+    fn run_logged(&self, extra: &[&str], succeed: bool) -> String {
+        let log = std::env::temp_dir().join(format!(
+            "neardup-{}-{}.log",
+            self.group,
+            LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let mut child = self.spawn_logged(extra, &log);
+        finish_logged(&mut child, &log, succeed)
+    }
+
     fn command(&self, extra: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_neardup"));
         c.args(["run", "--brokers", &self.brokers, "--group", &self.group])
@@ -264,25 +275,6 @@ impl Setup {
         c.fetch_watermarks(topic, 0, Duration::from_secs(10))
             .unwrap()
             .1
-    }
-
-    /// The offsets the test's consumer group has committed, summed over the input's first
-    /// `partitions` partitions.
-    fn committed(&self, partitions: i32) -> i64 {
-        let c: BaseConsumer = self.config().set("group.id", &self.group).create().unwrap();
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition(&self.input, p);
-        }
-        c.committed_offsets(tpl, Duration::from_secs(10))
-            .unwrap()
-            .elements()
-            .iter()
-            .filter_map(|e| match e.offset() {
-                Offset::Offset(o) => Some(o),
-                _ => None,
-            })
-            .sum()
     }
 
     /// Waits until about `n` signatures are out, failing if `child` exits first or nothing moves
@@ -364,6 +356,36 @@ fn assert_same(kind: OutputKind, got: &[(String, Vec<u8>)], want: &[(String, Vec
         want.len(),
         "{kind:?}: record counts differ from the replay"
     );
+}
+
+/// Sends `signal` (`-KILL`, `-TERM`) to `child` and waits for it to exit (at most a minute).
+fn signal_and_wait(child: &mut Child, signal: &str) -> std::process::ExitStatus {
+    assert!(Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    wait_exit(child, Duration::from_secs(60))
+}
+
+/// Waits for `child`, whose log goes to the file `log`, to exit (at most two minutes); returns
+/// the log and removes the file. Fails with the log unless the exit was a success exactly when
+/// `succeed`.
+fn finish_logged(child: &mut Child, log: &std::path::Path, succeed: bool) -> String {
+    let status = wait_exit(child, Duration::from_secs(120));
+    let text = std::fs::read_to_string(log).unwrap();
+    let _ = std::fs::remove_file(log);
+    assert_eq!(status.success(), succeed, "{status:?}:\n{text}");
+    text
+}
+
+/// The number on the summary line of `log` that starts with `label` (0 without one).
+fn summary_number(log: &str, label: &str) -> u64 {
+    log.lines()
+        .find_map(|l| l.trim().strip_prefix(label))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
@@ -555,12 +577,7 @@ async fn a_restart_on_two_partitions_rebuilds_the_state_in_the_merged_order() {
     let mut first = s.spawn(&["--exit-at-end"]);
     assert!(wait_exit(&mut first, Duration::from_secs(120)).success());
     merged.extend(send_alternating(&s, &records[half..], half).await);
-    let log = std::env::temp_dir().join(format!("neardup-{}-restart.log", s.group));
-    let mut second = s.spawn_logged(&["--exit-at-end"], &log);
-    let ok = wait_exit(&mut second, Duration::from_secs(120)).success();
-    let err = std::fs::read_to_string(&log).unwrap();
-    let _ = std::fs::remove_file(&log);
-    assert!(ok, "{err}");
+    let err = s.run_logged(&["--exit-at-end"], true);
     assert!(
         err.contains("restoring state"),
         "the restart re-read nothing:\n{err}"
@@ -710,11 +727,7 @@ async fn two_sign_instances_split_the_input_and_the_split_run_gives_the_all_in_o
     let sample = sample_crawl(&SampleOptions::default());
     let wrong = Setup::with_input_partitions("signwrong", brokers(), 2).await;
     wrong.create_internal_topics(1).await;
-    let log = std::env::temp_dir().join(format!("neardup-{}-sign.log", wrong.group));
-    let mut refused = wrong.spawn_logged(&["--stage", "sign", "--exit-at-end"], &log);
-    assert!(!wait_exit(&mut refused, Duration::from_secs(60)).success());
-    let err = std::fs::read_to_string(&log).unwrap();
-    let _ = std::fs::remove_file(&log);
+    let err = wrong.run_logged(&["--stage", "sign", "--exit-at-end"], false);
     assert!(
         err.contains("has 1 partitions and the input topic") && err.contains("with 2"),
         "{err}"
@@ -731,18 +744,12 @@ async fn two_sign_instances_split_the_input_and_the_split_run_gives_the_all_in_o
         .map(|log| s.spawn_logged(&["--stage", "sign", "--exit-at-end"], log))
         .collect();
     for (signer, log) in signers.iter_mut().zip(&logs) {
-        let ok = wait_exit(signer, Duration::from_secs(120)).success();
-        let err = std::fs::read_to_string(log).unwrap();
-        let _ = std::fs::remove_file(log);
-        assert!(ok, "{err}");
+        let err = finish_logged(signer, log, true);
         // Each instance was given one of the two partitions and signed its records.
-        let records: u64 = err
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("input records"))
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        assert!(records > 0, "an instance signed nothing:\n{err}");
+        assert!(
+            summary_number(&err, "input records") > 0,
+            "an instance signed nothing:\n{err}"
+        );
     }
     for stage in ["index", "cluster"] {
         let mut p = s.spawn(&["--stage", stage, "--exit-at-end"]);
@@ -784,29 +791,14 @@ async fn a_sign_instance_killed_mid_stream_and_restarted_repeats_nothing_downstr
         "1h",
     ]));
     s.wait_for(&mut sign.0, &signed, pages / 3);
-    assert!(Command::new("kill")
-        .args(["-KILL", &sign.0.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    wait_exit(&mut sign.0, Duration::from_secs(60));
+    signal_and_wait(&mut sign.0, "-KILL");
     let at_kill = s.count_topic(&signed);
     assert!(at_kill < pages, "the stream had finished before the kill");
     let mut sign = s.spawn(&["--stage", "sign", "--exit-at-end"]);
     assert!(wait_exit(&mut sign, Duration::from_secs(120)).success());
 
-    let log = std::env::temp_dir().join(format!("neardup-{}-index.log", s.group));
-    let mut index = s.spawn_logged(&["--stage", "index", "--exit-at-end"], &log);
-    let ok = wait_exit(&mut index, Duration::from_secs(120)).success();
-    let err = std::fs::read_to_string(&log).unwrap();
-    let _ = std::fs::remove_file(&log);
-    assert!(ok, "{err}");
-    let skipped: u64 = err
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("repeats skipped"))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let err = s.run_logged(&["--stage", "index", "--exit-at-end"], true);
+    let skipped = summary_number(&err, "repeats skipped");
     assert!(skipped > 0, "the sign stage sent nothing again:\n{err}");
     let mut cluster = s.spawn(&["--stage", "cluster", "--exit-at-end"]);
     assert!(wait_exit(&mut cluster, Duration::from_secs(120)).success());
@@ -840,12 +832,7 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
     let mut cluster = KillOnDrop(s.spawn(&["--stage", "cluster"]));
     let mut index = KillOnDrop(s.spawn(&["--stage", "index", "--max-in-flight", "1"]));
     s.wait_for_signatures(&mut index.0, total_signatures / 3);
-    assert!(Command::new("kill")
-        .args(["-KILL", &index.0.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    wait_exit(&mut index.0, Duration::from_secs(60));
+    signal_and_wait(&mut index.0, "-KILL");
     let at_kill = s.count(OutputKind::Signatures);
     assert!(
         at_kill < total_signatures,
@@ -876,12 +863,7 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
             "the cluster stage did not catch up"
         );
     }
-    assert!(Command::new("kill")
-        .args(["-TERM", &cluster.0.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    assert!(wait_exit(&mut cluster.0, Duration::from_secs(60)).success());
+    assert!(signal_and_wait(&mut cluster.0, "-TERM").success());
 
     let got = s.read_outputs();
     let repeats = assert_no_loss_no_divergence(&got, &want);
@@ -929,12 +911,7 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
         assert!(started.elapsed() < Duration::from_secs(120), "no progress");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(Command::new("kill")
-        .args(["-KILL", &first.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    wait_exit(&mut first, Duration::from_secs(60));
+    signal_and_wait(&mut first, "-KILL");
     let at_kill = s.count(OutputKind::DeadLetter);
 
     let mut second = s.spawn(&["--exit-at-end"]);
@@ -1032,12 +1009,7 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     );
     // The first instance gets the partition back and finishes; then it is stopped.
     wait_for(total_signatures * 3 / 4, "first instance again");
-    assert!(Command::new("kill")
-        .args(["-TERM", &a.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    assert!(wait_exit(&mut a, Duration::from_secs(60)).success());
+    assert!(signal_and_wait(&mut a, "-TERM").success());
     // A final run finishes whatever is left.
     let mut last = s.spawn(&["--exit-at-end"]);
     assert!(wait_exit(&mut last, Duration::from_secs(120)).success());
@@ -1339,12 +1311,7 @@ async fn sigkill_with_checkpoints_restores_the_checkpoint_and_loses_nothing() {
         assert!(started.elapsed() < Duration::from_secs(120), "no progress");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(Command::new("kill")
-        .args(["-KILL", &first.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    wait_exit(&mut first, Duration::from_secs(60));
+    signal_and_wait(&mut first, "-KILL");
     let at_kill = checkpoint_header(&path);
     let from = at_kill.offsets[&0];
     assert!(from > 0 && from < total, "checkpoint at {from} of {total}");
