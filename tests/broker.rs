@@ -514,9 +514,14 @@ async fn run_produces_exactly_the_replay_outputs() {
         );
     }
     assert_eq!(
-        got[&OutputKind::Signatures].len(),
-        sample.records.len() - sample.bad_records.len()
+        got[&OutputKind::Signatures].len() as i64,
+        signature_count(&sample)
     );
+}
+
+/// The records of `sample` that decode: one signature event each.
+fn signature_count(sample: &SampleCrawl) -> i64 {
+    (sample.records.len() - sample.bad_records.len()) as i64
 }
 
 /// A bigger stream, and a first run slowed down (one input in flight at a time) so that the
@@ -533,7 +538,7 @@ async fn interrupted_run(name: &str, signal: &str) {
     let s = Setup::new(name).await;
     let sample = big_sample();
     s.produce(&sample).await;
-    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+    let total_signatures = signature_count(&sample);
 
     let mut first = s.spawn(&["--max-in-flight", "1"]);
     s.wait_for_signatures(&mut first, total_signatures / 3);
@@ -781,7 +786,7 @@ async fn a_sign_instance_killed_mid_stream_and_restarted_repeats_nothing_downstr
     s.produce(&sample).await;
     s.create_internal_topics(1).await;
     let signed = format!("{}internal.signed", s.prefix);
-    let pages = (sample.records.len() - sample.bad_records.len()) as i64;
+    let pages = signature_count(&sample);
     let mut sign = KillOnDrop(s.spawn(&[
         "--stage",
         "sign",
@@ -825,7 +830,7 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
     let sample = big_sample();
     s.produce(&sample).await;
     s.create_internal_topics(1).await;
-    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+    let total_signatures = signature_count(&sample);
     let mut sign = s.spawn(&["--stage", "sign", "--exit-at-end"]);
     assert!(wait_exit(&mut sign, Duration::from_secs(120)).success());
     // Killed on the way out if the test fails, so it does not outlive the test.
@@ -947,7 +952,7 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     let s = Setup::new("rebalance").await;
     let sample = big_sample();
     s.produce(&sample).await;
-    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+    let total_signatures = signature_count(&sample);
     let dir = std::env::temp_dir().join(format!("neardup-rebalance-{}", s.group));
     std::fs::create_dir_all(&dir).unwrap();
     let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
@@ -1084,7 +1089,7 @@ async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
     let s = Setup::on("restart", brokers).await;
     let sample = big_sample();
     s.produce(&sample).await;
-    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+    let total_signatures = signature_count(&sample);
 
     let mut run = s.spawn(&["--max-in-flight", "1", "--exit-at-end"]);
     s.wait_for_signatures(&mut run, total_signatures / 3);
@@ -1283,7 +1288,7 @@ async fn sigkill_with_checkpoints_restores_the_checkpoint_and_loses_nothing() {
     let sample = big_sample();
     s.produce(&sample).await;
     let total = sample.records.len() as i64;
-    let total_signatures = (sample.records.len() - sample.bad_records.len()) as i64;
+    let total_signatures = signature_count(&sample);
     let dir = std::env::temp_dir().join(format!("neardup-ckpt-test-{}", s.group));
     let _ = std::fs::remove_dir_all(&dir);
     let path = dir.join("checkpoint");

@@ -6,7 +6,9 @@
 //! processing the input directly. Every stateful part is on.
 
 use neardup_schemas::{OutputKind, Source};
-use neardup_topology::{Emit, InternalReader, Preparer, Role, SignOutput, SignStage, Topology};
+use neardup_topology::{
+    Emit, InternalReader, InternalRecordError, Preparer, Role, SignOutput, SignStage, Topology,
+};
 use std::collections::BTreeMap;
 
 mod common;
@@ -192,6 +194,12 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     assert_same_outputs(&expected, &got);
 }
 
+/// Reading an internal record back failed, with an error that says `why`.
+fn refused<T>(read: Result<T, InternalRecordError>, why: &str) {
+    let err = read.err().expect("refused");
+    assert!(err.to_string().contains(why), "{err}");
+}
+
 #[test]
 fn parts_that_feed_back_into_the_index_refuse_to_run_split() {
     let err = Topology::with_role(everything_on(), Role::Cluster)
@@ -216,16 +224,11 @@ fn an_internal_record_of_other_parameters_or_damaged_is_refused() {
     };
     let mut other = cfg.clone();
     other.signer.max_terms = 10;
-    let err = InternalReader::new(&other)
-        .signed(&value)
-        .err()
-        .expect("refused");
-    assert!(err.to_string().contains("parameters"), "{err}");
-    let err = InternalReader::new(&cfg)
-        .signed(&value[..value.len() / 2])
-        .err()
-        .expect("refused");
-    assert!(err.to_string().contains("same neardup version"), "{err}");
+    refused(InternalReader::new(&other).signed(&value), "parameters");
+    refused(
+        InternalReader::new(&cfg).signed(&value[..value.len() / 2]),
+        "same neardup version",
+    );
 }
 
 #[test]
@@ -247,14 +250,9 @@ fn an_indexed_record_of_other_parameters_or_damaged_is_refused() {
     assert!(InternalReader::new(&cfg).indexed(&value).is_ok());
     let mut other = cfg.clone();
     other.window_ms /= 2;
-    let err = InternalReader::new(&other)
-        .indexed(&value)
-        .err()
-        .expect("refused");
-    assert!(err.to_string().contains("parameters"), "{err}");
-    let err = InternalReader::new(&cfg)
-        .indexed(&value[..value.len() - 3])
-        .err()
-        .expect("refused");
-    assert!(err.to_string().contains("same neardup version"), "{err}");
+    refused(InternalReader::new(&other).indexed(&value), "parameters");
+    refused(
+        InternalReader::new(&cfg).indexed(&value[..value.len() - 3]),
+        "same neardup version",
+    );
 }
