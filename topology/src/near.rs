@@ -531,6 +531,12 @@ struct Page {
     url: Arc<str>,
 }
 
+#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct SlotInfo {
+    site: u32,
+    seen: u32,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 struct PairInfo {
     level: PairLevel,
@@ -562,6 +568,8 @@ pub struct NearStats {
     pub stale: u64,
     /// Buckets skipped because they held more than `max_bucket` pages.
     pub hot_buckets_skipped: u64,
+    /// Band buckets not enumerated because the band is all site boilerplate.
+    pub template_bands_skipped: u64,
     /// Pairs retracted by the Hyperlink Map veto (also counted in `retracted`).
     pub vetoed: u64,
 }
@@ -609,10 +617,10 @@ pub struct NearIndex {
     stats: NearStats,
     #[serde(skip)]
     scratch: Vec<u32>,
-    /// The site of each slot (dense, so sampling a bucket does not touch page records).
-    site_of: Vec<u32>,
-    /// Per slot, the sighting it was last seen in (candidate deduplication without sorting).
-    seen: Vec<u32>,
+    /// Per slot, its site and the sighting it was last seen in, dense and side by side: sampling
+    /// a bucket reads the site without touching page records, and deduplicating its candidates
+    /// then finds the sighting in the same cache line.
+    slots: Vec<SlotInfo>,
     sighting: u32,
     fetches: u32,
     #[serde(skip)]
@@ -640,8 +648,7 @@ impl NearIndex {
             partners: HashMap::default(),
             stats: NearStats::default(),
             scratch: Vec::new(),
-            site_of: Vec::new(),
-            seen: Vec::new(),
+            slots: Vec::new(),
             sighting: 0,
             fetches: 0,
             changes: Vec::new(),
@@ -736,7 +743,7 @@ impl NearIndex {
     pub fn memory_bytes(&self) -> (usize, usize) {
         let index = self.pages.capacity() * std::mem::size_of::<Option<Page>>()
             + self.free.capacity() * 4
-            + (self.site_of.capacity() + self.seen.capacity()) * 4
+            + self.slots.capacity() * std::mem::size_of::<SlotInfo>()
             + self.table.bytes()
             + self.expiry.capacity() * std::mem::size_of::<Reverse<(i64, u32, u32)>>()
             + self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1)
@@ -935,7 +942,7 @@ impl NearIndex {
             b: cmp.b_similarity,
             c: cmp.c_similarity,
             jaccard: (cmp.jaccard * 1e4).round() / 1e4,
-            same_site: self.site_of[a as usize] == self.site_of[b as usize],
+            same_site: self.slots[a as usize].site == self.slots[b as usize].site,
         }
     }
 
@@ -990,7 +997,7 @@ impl NearIndex {
 
     /// How the URLs of the pages in slots `a` and `b` relate.
     fn naming(&self, a: u32, b: u32) -> Naming {
-        let site = |s: u32| self.site_of[s as usize];
+        let site = |s: u32| self.slots[s as usize].site;
         Naming::of(self.page(a).name, self.page(b).name, site(a), site(b))
     }
 
@@ -1013,11 +1020,10 @@ impl NearIndex {
             self.pages.push(None);
             (self.pages.len() - 1) as u32
         });
-        if self.site_of.len() < self.pages.len() {
-            self.site_of.resize(self.pages.len(), 0);
-            self.seen.resize(self.pages.len(), 0);
+        if self.slots.len() < self.pages.len() {
+            self.slots.resize(self.pages.len(), SlotInfo::default());
         }
-        self.site_of[slot as usize] = site;
+        self.slots[slot as usize].site = site;
         let (keys, n) = keys(self.cfg.policy, sketch);
         let mut candidates = Vec::with_capacity(32);
         let (mask, mature) = self.lookup(sketch, site, &keys[..n], &mut candidates);
@@ -1043,7 +1049,7 @@ impl NearIndex {
 
     /// True the first time `slot` is seen since the last [`Self::new_sighting`].
     fn first_sight(&mut self, slot: u32) -> bool {
-        let seen = &mut self.seen[slot as usize];
+        let seen = &mut self.slots[slot as usize].seen;
         if *seen == self.sighting {
             return false;
         }
@@ -1055,7 +1061,7 @@ impl NearIndex {
     fn new_sighting(&mut self) {
         self.sighting = self.sighting.wrapping_add(1);
         if self.sighting == 0 {
-            self.seen.fill(0);
+            self.slots.iter_mut().for_each(|s| s.seen = 0);
             self.sighting = 1;
         }
     }
@@ -1084,28 +1090,14 @@ impl NearIndex {
             acc ^= b.first().copied().unwrap_or(0);
         }
         std::hint::black_box(acc);
-        for (i, &bucket) in buckets[..keys.len()].iter().enumerate() {
-            let limit = if i == 0 {
-                self.cfg.max_pairs_per_join
-            } else {
-                self.cfg.max_bucket
-            };
-            // Counted with the new page, which is not filed yet.
-            if bucket.len() + 1 > limit {
-                self.stats.hot_buckets_skipped += 1;
-            } else {
-                for &c in bucket {
-                    let seen = &mut self.seen[c as usize];
-                    if *seen != self.sighting {
-                        *seen = self.sighting;
-                        candidates.push(c);
-                    }
+        // Keys after the checksum are the bands when sampling.
+        if sampling {
+            for &bucket in &buckets[1..keys.len()] {
+                if sample.len() >= self.cfg.boilerplate_sample {
+                    break;
                 }
-            }
-            // Keys after the checksum are the bands when sampling.
-            if sampling && i > 0 && sample.len() < self.cfg.boilerplate_sample {
                 for &c in bucket.iter().rev().take(per_bucket) {
-                    if self.site_of[c as usize] == site && !sample.contains(&c) {
+                    if self.slots[c as usize].site == site && !sample.contains(&c) {
                         sample.push(c);
                         if sample.len() >= self.cfg.boilerplate_sample {
                             break;
@@ -1132,6 +1124,35 @@ impl NearIndex {
                 }
             }
         }
+        // A band made only of the site's boilerplate positions is shared with the site's
+        // template, not with a copy of the page's content: its bucket is not enumerated, unless
+        // every band is boilerplate.
+        let band = (1u128 << BAND_ROWS) - 1;
+        let template_band = |j: usize| mask & (band << (j * BAND_ROWS)) == band << (j * BAND_ROWS);
+        let skip_template = sampling && (0..BANDS).any(|j| !template_band(j));
+        for (i, &bucket) in buckets[..keys.len()].iter().enumerate() {
+            if i > 0 && skip_template && template_band(i - 1) {
+                self.stats.template_bands_skipped += 1;
+                continue;
+            }
+            let limit = if i == 0 {
+                self.cfg.max_pairs_per_join
+            } else {
+                self.cfg.max_bucket
+            };
+            // Counted with the new page, which is not filed yet.
+            if bucket.len() + 1 > limit {
+                self.stats.hot_buckets_skipped += 1;
+            } else {
+                for &c in bucket {
+                    let seen = &mut self.slots[c as usize].seen;
+                    if *seen != self.sighting {
+                        *seen = self.sighting;
+                        candidates.push(c);
+                    }
+                }
+            }
+        }
         self.scratch = sample;
         (mask, mature)
     }
@@ -1140,6 +1161,12 @@ impl NearIndex {
     fn drop_record(&mut self, slot: u32) {
         let page = self.pages[slot as usize].take().expect("live page");
         let (keys, n) = keys(self.cfg.policy, &page.sketch);
+        // As in `lookup`: every bucket read first, so that their misses overlap.
+        let mut acc = 0u32;
+        for &k in &keys[..n] {
+            acc ^= self.table.get(k).first().copied().unwrap_or(0);
+        }
+        std::hint::black_box(acc);
         for &k in &keys[..n] {
             self.table.remove(k, slot);
         }
@@ -1357,6 +1384,73 @@ mod tests {
             Naming::of(x, 0, 1, 1),
             Naming::SameName,
             "an index page matches any name"
+        );
+    }
+
+    /// 40 pages of one site share a template on bands 0..17 and differ in bands 17..21. A page
+    /// that copies one of them under another directory finds its copy through the content
+    /// bands, and the template bands, shared with every page of the site, are not enumerated:
+    /// the template siblings are not even verified.
+    #[test]
+    fn template_bands_give_no_candidates() {
+        let template_positions = 17 * BAND_ROWS;
+        let page = |i: u64| {
+            let mut s = Sketch {
+                mins: [0; MINVALUES],
+                ss: [0; 6],
+                simhash: [mix64(i), mix64(i + 1), 0, 0, 0, 0],
+                checksum: i,
+                text: i,
+                has_terms: true,
+            };
+            for (p, m) in s.mins.iter_mut().enumerate() {
+                *m = if p < template_positions {
+                    p as u8
+                } else {
+                    (mix64(i * 1000 + p as u64) >> 8) as u8
+                };
+            }
+            s
+        };
+        let mut index = NearIndex::new(NearConfig::default());
+        let mut out = Emitter::new();
+        for i in 0..40u64 {
+            index.observe(
+                &Fetch {
+                    url: &format!("http://site.example/a/page{i}.html"),
+                    sketch: Some(&page(i)),
+                    fetched_at_ms: i as i64,
+                    crawl_id: None,
+                },
+                &mut out,
+            );
+        }
+        assert_eq!(out.drain().count(), 0, "template siblings are no pairs");
+        let before = index.stats();
+        let mut copy = page(7);
+        copy.checksum = 1_000;
+        copy.mins[MINVALUES - 1] ^= 1;
+        index.observe(
+            &Fetch {
+                url: "http://site.example/b/page7.html",
+                sketch: Some(&copy),
+                fetched_at_ms: 40,
+                crawl_id: None,
+            },
+            &mut out,
+        );
+        let after = index.stats();
+        let events: Vec<_> = out.drain().collect();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(after.detected - before.detected, 1);
+        assert_eq!(
+            after.template_bands_skipped - before.template_bands_skipped,
+            17
+        );
+        assert_eq!(
+            after.verified - before.verified,
+            1,
+            "only the copy is verified"
         );
     }
 
