@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p neardup-topology --example index_bench -- [--pages N] [--reps R]
+//! cargo run --release -p neardup-topology --example index_bench -- --events EVENTS.jsonl [--reps R]
 //! ```
 //!
 //! The stream: 2,000 sites; a third have no template, a third a light one (30 % of min-values
@@ -15,13 +16,22 @@
 //! Memory is reported two ways: the index's own accounting (`NearIndex::memory_bytes`: page
 //! records, tables, expiry heap, pairs), and the live heap bytes measured by a counting global
 //! allocator (`stats_alloc`), which also includes the URL strings and map.
-//! Throughput is the median of R runs; the machine is shared, so compare ratios within a run.
+//! Throughput is the median of R runs, in pages per second of this thread's CPU time (which
+//! leaves out the time spent waiting for a core on a shared machine); compare ratios within a
+//! run.
+//!
+//! With `--events`, the input is a crawl-event stream instead (`make_crawl.py`'s
+//! `events.jsonl`): every record is decoded and signed first, untimed, as `neardup` does; then
+//! the records' URLs, sketches and fetch times are fed to the index in order, with the window
+//! advanced to each new fetch time, and that is timed.
 
+use cpu_time::ThreadTime;
 use neardup_topology::near::{Fetch, NearConfig, NearIndex, Sketch};
 use neardup_topology::Emitter;
+use neardup_topology::{Config, Preparer};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
-use std::time::Instant;
+use std::io::BufRead;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -34,19 +44,24 @@ fn url(site: usize, page: u64) -> String {
     format!("http://www.site{site}.example/docs/section/page{page}.html")
 }
 
-/// Observes every input in order (fetch time = position); returns the pair events emitted.
-fn feed(index: &mut NearIndex, inputs: &[(String, Sketch)]) -> usize {
-    let mut out = Emitter::new();
+/// Observes every input in order (fetch time = `start` + position); returns the pair events
+/// emitted.
+fn feed(
+    index: &mut NearIndex,
+    inputs: &[(String, Sketch)],
+    start: i64,
+    out: &mut Emitter,
+) -> usize {
     let mut events = 0;
     for (n, (u, s)) in inputs.iter().enumerate() {
         index.observe(
             &Fetch {
                 url: u,
                 sketch: Some(s),
-                fetched_at_ms: n as i64,
+                fetched_at_ms: start + n as i64,
                 crawl_id: None,
             },
-            &mut out,
+            out,
         );
         events += out.drain().count();
     }
@@ -61,15 +76,20 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let mut pages: u64 = 1_000_000;
     let mut reps = 3;
+    let mut events = None;
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i < args.len() {
         match args[i].as_str() {
             "--pages" => pages = args[i + 1].parse().expect("--pages N"),
             "--reps" => reps = args[i + 1].parse().expect("--reps R"),
+            "--events" => events = Some(args[i + 1].clone()),
             other => panic!("unknown argument {other}"),
         }
         i += 2;
+    }
+    if let Some(file) = events {
+        return crawl(&file, reps);
     }
 
     // 1. Fill: N distinct URLs, no eviction; memory per windowed page.
@@ -85,8 +105,8 @@ fn main() {
             .collect();
         let region = Region::new(GLOBAL);
         let mut index = NearIndex::new(NearConfig::default());
-        let t0 = Instant::now();
-        let pair_events = feed(&mut index, &inputs);
+        let t0 = ThreadTime::now();
+        let pair_events = feed(&mut index, &inputs, 0, &mut Emitter::new());
         let secs = t0.elapsed().as_secs_f64();
         fill_rates.push(pages as f64 / secs);
         if rep == 0 {
@@ -118,27 +138,103 @@ fn main() {
         fill_rates.iter().map(|r| r.round()).collect::<Vec<_>>()
     );
 
-    // 2. Steady state: a 200,000-URL window, every fetch replaces a URL's content.
+    // 2. Steady state: a window of 200,000 URLs (at most N) is filled, untimed; then N fetches
+    //    are timed, each a refetch of one of those URLs (in turn) with new content of its site.
     let window = 200_000u64.min(pages);
     let mut rates = Vec::new();
+    let mut steady = String::new();
     for _ in 0..reps {
         let mut stream = Stream::new(11);
-        let inputs: Vec<(String, Sketch)> = (0..pages)
+        let inputs: Vec<(String, Sketch)> = (0..window + pages)
             .map(|p| {
-                let (site, s) = stream.next();
-                let _ = site;
-                (url((p % window) as usize % SITES, p % window), s)
+                let u = p % window;
+                let site = u as usize % SITES;
+                (url(site, u), stream.next_on(site))
             })
             .collect();
+        let (fill, refetches) = inputs.split_at(window as usize);
         let mut index = NearIndex::new(NearConfig::default());
-        let t0 = Instant::now();
-        feed(&mut index, &inputs);
+        let mut out = Emitter::new();
+        feed(&mut index, fill, 0, &mut out);
+        let t0 = ThreadTime::now();
+        let before = index.stats();
+        feed(&mut index, refetches, window as i64, &mut out);
         rates.push(pages as f64 / t0.elapsed().as_secs_f64());
+        let after = index.stats();
+        steady = format!(
+            "steady state: {:.1} candidates verified per fetch, {:.2} pairs detected per fetch, \
+             {:.1} hot and {:.1} template buckets skipped per fetch\n",
+            (after.verified - before.verified) as f64 / pages as f64,
+            (after.detected - before.detected) as f64 / pages as f64,
+            (after.hot_buckets_skipped - before.hot_buckets_skipped) as f64 / pages as f64,
+            (after.template_bands_skipped - before.template_bands_skipped) as f64 / pages as f64,
+        );
     }
+    print!("{steady}");
     println!(
         "steady state, {window}-URL window, every fetch a refetch with new content: \
          median {:.0} pages/s ({:?})",
         median(rates.clone()),
+        rates.iter().map(|r| r.round()).collect::<Vec<_>>()
+    );
+}
+
+/// The index fed with a crawl's real signatures (`--events`).
+fn crawl(file: &str, reps: usize) {
+    let cfg = Config::default();
+    let mut preparer = Preparer::new(&cfg);
+    let mut inputs: Vec<(String, Option<Sketch>, i64)> = Vec::new();
+    let f = std::fs::File::open(file).expect("open the events file");
+    for line in std::io::BufReader::new(f).split(b'\n') {
+        let prepared = preparer.prepare(&line.expect("read a line"));
+        if let (Some((url, sketch)), Some(at)) = (prepared.index_input(), prepared.event_time_ms())
+        {
+            inputs.push((url.to_owned(), sketch.cloned(), at));
+        }
+    }
+    let mut rates = Vec::new();
+    let mut report = String::new();
+    for rep in 0..reps {
+        let mut index = NearIndex::new(cfg.near.clone());
+        let mut out = Emitter::new();
+        let (mut watermark, mut most, mut events) = (i64::MIN, 0, 0);
+        let t0 = ThreadTime::now();
+        for (url, sketch, at) in &inputs {
+            if *at > watermark {
+                watermark = *at;
+                index.advance(watermark, None, &mut out);
+            }
+            index.observe(
+                &Fetch {
+                    url,
+                    sketch: sketch.as_ref(),
+                    fetched_at_ms: *at,
+                    crawl_id: None,
+                },
+                &mut out,
+            );
+            events += out.drain().count();
+            most = most.max(index.stats().pages);
+        }
+        rates.push(inputs.len() as f64 / t0.elapsed().as_secs_f64());
+        if rep == 0 {
+            let st = index.stats();
+            report = format!(
+                "{} records ({} with content), window up to {} pages, {:.1} candidates verified \
+                 per record, {} pair events\n",
+                inputs.len(),
+                inputs.iter().filter(|i| i.1.is_some()).count(),
+                most,
+                st.verified as f64 / inputs.len() as f64,
+                events,
+            );
+        }
+    }
+    print!("{report}");
+    println!(
+        "index on the crawl's signatures: median {:.0} records/s over {} runs ({:?})",
+        median(rates.clone()),
+        reps,
         rates.iter().map(|r| r.round()).collect::<Vec<_>>()
     );
 }

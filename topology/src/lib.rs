@@ -1040,6 +1040,14 @@ impl Prepared {
     pub fn event_time_ms(&self) -> Option<i64> {
         self.0.as_ref().ok().map(|p| p.page.fetched_at_ms)
     }
+
+    /// What the sketch index sees of the page: its URL and its sketch (`None` for a fetch
+    /// without content), or `None` for a record that cannot be decoded. For benchmarks and tools
+    /// that drive a [`near::NearIndex`] themselves.
+    pub fn index_input(&self) -> Option<(&str, Option<&near::Sketch>)> {
+        let p = self.0.as_ref().ok()?;
+        Some((&p.page.url, p.signed.as_ref().map(|s| &s.sketch)))
+    }
 }
 
 /// The split topology's sign stage: turns each prepared input record into what the stage

@@ -53,10 +53,16 @@ impl Stream {
         }
     }
 
-    /// The next (site, sketch).
+    /// The next (site, sketch), on a random site.
     pub fn next(&mut self) -> (usize, Sketch) {
-        self.n += 1;
         let site = self.rng.below(SITES as u64) as usize;
+        (site, self.next_on(site))
+    }
+
+    /// The next sketch of a page on `site` (a copy of a recent page, of any site, a quarter of
+    /// the time).
+    pub fn next_on(&mut self, site: usize) -> Sketch {
+        self.n += 1;
         let sketch = if !self.recent.is_empty() && self.rng.below(4) == 0 {
             let i = self.rng.below(self.recent.len() as u64) as usize;
             let mut s = self.recent[i].clone();
@@ -104,6 +110,6 @@ impl Stream {
             let i = (self.n % 10_000) as usize;
             self.recent[i] = sketch.clone();
         }
-        (site, sketch)
+        sketch
     }
 }
