@@ -510,6 +510,49 @@ impl MultiMap {
     }
 }
 
+/// One counter per min-value position, bit-sliced: plane `j` holds bit `j` of every position's
+/// count, so adding a sample page's agreement bits is a ripple-carry add over a few words, not
+/// one addition per position.
+#[derive(Debug, Default)]
+struct Counts {
+    planes: Vec<u128>,
+}
+
+impl Counts {
+    /// Adds one to the count of every position whose bit is set in `bits`.
+    fn add(&mut self, bits: u128) {
+        let mut carry = bits;
+        for plane in &mut self.planes {
+            if carry == 0 {
+                return;
+            }
+            let next = *plane & carry;
+            *plane ^= carry;
+            carry = next;
+        }
+        if carry != 0 {
+            self.planes.push(carry);
+        }
+    }
+
+    /// The positions whose count is at least `min`: compared bit by bit from the top, keeping
+    /// the positions still equal to `min` so far and those already above it.
+    fn at_least(&self, min: usize) -> u128 {
+        let bits = (usize::BITS - min.leading_zeros()) as usize;
+        let (mut above, mut equal) = (0u128, u128::MAX);
+        for j in (0..bits.max(self.planes.len())).rev() {
+            let plane = self.planes.get(j).copied().unwrap_or(0);
+            if (min >> j) & 1 == 1 {
+                equal &= plane;
+            } else {
+                above |= equal & plane;
+                equal &= !plane;
+            }
+        }
+        above | equal
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // The index
 // ------------------------------------------------------------------------------------------
@@ -1111,18 +1154,11 @@ impl NearIndex {
         let mature = sampling && sample.len() >= 2 * self.cfg.boilerplate_min;
         if mature {
             self.touch_records(&sample);
-            let mut counts = [0u16; MINVALUES];
+            let mut counts = Counts::default();
             for &c in &sample {
-                let agree = agreement(&self.page(c).sketch.mins, &sketch.mins);
-                for (i, n) in counts.iter_mut().enumerate() {
-                    *n += ((agree >> i) & 1) as u16;
-                }
+                counts.add(agreement(&self.page(c).sketch.mins, &sketch.mins));
             }
-            for (i, &n) in counts.iter().enumerate() {
-                if usize::from(n) >= self.cfg.boilerplate_min {
-                    mask |= 1 << i;
-                }
-            }
+            mask = counts.at_least(self.cfg.boilerplate_min) & ((1u128 << MINVALUES) - 1);
         }
         // A band made only of the site's boilerplate positions is shared with the site's
         // template, not with a copy of the page's content: its bucket is not enumerated, unless
@@ -1480,6 +1516,22 @@ mod agreement_props {
     use proptest::prelude::*;
 
     proptest! {
+        /// The bit-sliced counts select the same positions as counting each position.
+        #[test]
+        fn bit_sliced_counts_agree_with_counting(rows in prop::collection::vec(any::<u128>(), 0..70),
+                                                 min in 0usize..80) {
+            let mut counts = Counts::default();
+            let mut plain = [0usize; 128];
+            for &r in &rows {
+                counts.add(r);
+                for (i, n) in plain.iter_mut().enumerate() {
+                    *n += ((r >> i) & 1) as usize;
+                }
+            }
+            let want = (0..128).filter(|&i| plain[i] >= min).fold(0u128, |m, i| m | 1 << i);
+            prop_assert_eq!(counts.at_least(min), want);
+        }
+
         /// The SWAR agreement equals the byte-by-byte definition.
         #[test]
         fn swar_agreement_matches_bytewise(a in prop::collection::vec(any::<u8>(), MINVALUES),
