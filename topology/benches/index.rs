@@ -1,6 +1,7 @@
 //! Speed of the sketch index: one `observe` = insert + candidate lookup + verification (+ the
 //! removal of the URL's previous content), in a steady-state window of 100,000 URLs, on the
-//! synthetic stream of `common/stream.rs`. Reports pages per second (criterion's `elem/s`).
+//! synthetic stream of `common/stream.rs`, each URL's content drawn for the URL's own site.
+//! Reports pages per second (criterion's `elem/s`).
 //!
 //! ```text
 //! cargo bench -p neardup-topology --bench index
@@ -53,17 +54,26 @@ fn bench(c: &mut Criterion) {
             );
             out.drain().for_each(drop);
         };
+        let site = |n: u64| (n % WINDOW) as usize % SITES;
         // Warm up to a full window.
         for _ in 0..WINDOW {
-            let (_, s) = stream.next();
+            let s = stream.next_on(site(n));
             feed(&mut index, &mut out, &s, n);
             n += 1;
         }
+        // The fetch number the next batch starts at, as the batch set-up sees it.
+        let mut next = n;
         // Fresh content for every batch, so each observe replaces a URL's content (a repeated
         // sketch would take the cheap unchanged-refetch path).
         group.bench_function(format!("observe_{}", policy.name()), |b| {
             b.iter_batched(
-                || (0..BATCH).map(|_| stream.next().1).collect::<Vec<Sketch>>(),
+                || {
+                    let batch = (next..next + BATCH)
+                        .map(|m| stream.next_on(site(m)))
+                        .collect::<Vec<Sketch>>();
+                    next += BATCH;
+                    batch
+                },
                 |batch| {
                     for s in &batch {
                         feed(&mut index, &mut out, s, n);

@@ -163,10 +163,10 @@ fn main() {
         let after = index.stats();
         steady = format!(
             "steady state: {:.1} candidates verified per fetch, {:.2} pairs detected per fetch, \
-             {:.1} hot and {:.1} template buckets skipped per fetch\n",
+             {:.1} hot buckets cut and {:.1} template bands skipped per fetch\n",
             (after.verified - before.verified) as f64 / pages as f64,
             (after.detected - before.detected) as f64 / pages as f64,
-            (after.hot_buckets_skipped - before.hot_buckets_skipped) as f64 / pages as f64,
+            (after.hot_buckets_cut - before.hot_buckets_cut) as f64 / pages as f64,
             (after.template_bands_skipped - before.template_bands_skipped) as f64 / pages as f64,
         );
     }

@@ -264,6 +264,8 @@ pub struct Comparison {
     pub support: u32,
     /// Estimated Jaccard on those positions.
     pub discounted_jaccard: f64,
+    /// Agreeing positions among those.
+    pub kept_agreeing: u32,
     /// Equal content checksums.
     pub exact: bool,
     /// Equal normalised text.
@@ -332,6 +334,7 @@ pub fn compare(a: &Sketch, mask_a: u128, b: &Sketch, mask_b: u128) -> Comparison
         jaccard: bbit_estimate(agreeing, MINVALUES as u32),
         support,
         discounted_jaccard: bbit_estimate((agree_bits & kept).count_ones(), support),
+        kept_agreeing: (agree_bits & kept).count_ones(),
         exact: a.checksum == b.checksum,
         same_text: a.text == b.text,
     }
@@ -364,7 +367,8 @@ impl NearConfig {
                     Naming::RenamedOnSite => self.min_jaccard_renamed_on_site,
                 };
                 c.same_text
-                    || (c.support >= self.min_support
+                    || ((c.support >= self.min_support
+                        || (2 * c.support >= self.min_support && c.kept_agreeing == c.support))
                         && c.discounted_jaccard >= min_jaccard
                         && c.c_similarity >= self.min_c_similarity)
             }
@@ -401,8 +405,11 @@ impl Naming {
     }
 }
 
-/// The name a URL ends in, hashed: its last path segment without query or fragment; `0` for a
-/// directory or an `index.*` page (which match any name, as a directory URL serves its index).
+/// The name a URL ends in, hashed: its last path segment with its query (not the fragment);
+/// `0` for a directory or an `index.*` page without a query (which match any name, as a
+/// directory URL serves its index). The query is part of the name: `item.php?id=1` and
+/// `item.php?id=2` are two documents of one template, and a copy that differs only in a
+/// session id (`x.html?sid=...`) is identical text, which is a pair under any name.
 pub fn url_name(url: &str) -> u32 {
     let rest = site::after_scheme(url);
     let path = &rest[..rest
@@ -416,11 +423,19 @@ pub fn url_name(url: &str) -> u32 {
         }
         None => "",
     };
-    if last.is_empty() || last.starts_with("index.") {
-        0
-    } else {
-        (xxhash_rust::xxh3::xxh3_64(last.as_bytes()) as u32).max(1)
+    let after = &rest[path.len()..];
+    let query = match after.strip_prefix('?') {
+        Some(q) => &q[..q.find('#').unwrap_or(q.len())],
+        None => "",
+    };
+    if query.is_empty() && (last.is_empty() || last.starts_with("index.")) {
+        return 0;
     }
+    let mut h = xxhash_rust::xxh3::xxh3_64(last.as_bytes());
+    if !query.is_empty() {
+        h ^= xxhash_rust::xxh3::xxh3_64(query.as_bytes()).rotate_left(17);
+    }
+    (h as u32).max(1)
 }
 
 fn same_name(a: u32, b: u32) -> bool {
@@ -609,8 +624,9 @@ pub struct NearStats {
     pub evicted_by_budget: u64,
     /// Fetches older than the URL's entry, ignored.
     pub stale: u64,
-    /// Buckets skipped because they held more than `max_bucket` pages.
-    pub hot_buckets_skipped: u64,
+    /// Hot buckets: band buckets cut to their newest `max_bucket` pages, checksum buckets of
+    /// `max_pairs_per_join` pages or more skipped.
+    pub hot_buckets_cut: u64,
     /// Band buckets not enumerated because the band is all site boilerplate.
     pub template_bands_skipped: u64,
     /// Pairs retracted by the Hyperlink Map veto (also counted in `retracted`).
@@ -1177,9 +1193,17 @@ impl NearIndex {
                 self.cfg.max_bucket
             };
             // Counted with the new page, which is not filed yet.
-            if bucket.len() + 1 > limit {
-                self.stats.hot_buckets_skipped += 1;
+            let hot = bucket.len() + 1 > limit;
+            if hot && i == 0 {
+                self.stats.hot_buckets_cut += 1;
             } else {
+                // A hot band bucket gives its newest pages (buckets list pages oldest first).
+                let bucket = if hot {
+                    self.stats.hot_buckets_cut += 1;
+                    &bucket[bucket.len() + 1 - limit..]
+                } else {
+                    bucket
+                };
                 for &c in bucket {
                     let seen = &mut self.slots[c as usize].seen;
                     if *seen != self.sighting {
@@ -1310,10 +1334,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn url_names_drop_query_and_treat_directories_as_wildcards() {
+    fn url_names_keep_the_query_and_treat_directories_as_wildcards() {
         assert_eq!(
+            url_name("http://a.example/docs/x.html"),
+            url_name("https://b.example/m/x.html#top")
+        );
+        assert_eq!(
+            url_name("http://a.example/item.php?id=1"),
+            url_name("https://b.example/shop/item.php?id=1#reviews")
+        );
+        assert_ne!(
+            url_name("http://a.example/item.php?id=1"),
+            url_name("http://a.example/item.php?id=2")
+        );
+        assert_ne!(
             url_name("http://a.example/docs/x.html?sid=1"),
-            url_name("https://b.example/m/x.html")
+            url_name("http://a.example/docs/x.html")
+        );
+        assert_ne!(url_name("http://a.example/?page=2"), 0);
+        assert_eq!(
+            url_name("http://a.example/docs/#x?y"),
+            0,
+            "a ? in the fragment"
         );
         assert_ne!(
             url_name("http://a.example/docs/x.html"),
@@ -1326,19 +1368,24 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The byte scans find the name the string splits found (the first form, kept here).
+        /// The byte scans find the name the string splits find.
         #[test]
-        fn url_name_matches_the_split_form(url in "(https?://)?[a-z./?#:]{0,20}(index\\.html)?") {
+        fn url_name_matches_the_split_form(url in "(https?://)?[a-z./?#:]{0,20}(index\\.html)?[a-z=?#]{0,6}") {
             let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-            let path = rest.split(['?', '#']).next().unwrap_or("");
+            let before_fragment = rest.split('#').next().unwrap_or("");
+            let (path, query) = before_fragment.split_once('?').unwrap_or((before_fragment, ""));
             let last = match path.split_once('/') {
                 Some((_, p)) => p.rsplit('/').next().unwrap_or(""),
                 None => "",
             };
-            let want = if last.is_empty() || last.starts_with("index.") {
+            let want = if query.is_empty() && (last.is_empty() || last.starts_with("index.")) {
                 0
             } else {
-                (xxhash_rust::xxh3::xxh3_64(last.as_bytes()) as u32).max(1)
+                let mut h = xxhash_rust::xxh3::xxh3_64(last.as_bytes());
+                if !query.is_empty() {
+                    h ^= xxhash_rust::xxh3::xxh3_64(query.as_bytes()).rotate_left(17);
+                }
+                (h as u32).max(1)
             };
             proptest::prop_assert_eq!(url_name(&url), want);
         }
@@ -1488,6 +1535,80 @@ mod tests {
             1,
             "only the copy is verified"
         );
+    }
+
+    /// Pages of one template whose few own positions all agree are a pair on fewer than
+    /// `min_support` positions, down to half of it; one disagreement, or fewer positions, is not.
+    #[test]
+    fn few_undiscounted_positions_must_all_agree() {
+        let (a, b) = differing_in_first(2);
+        let cfg = NearConfig::default();
+        let keep_first = |n: usize| ((1u128 << MINVALUES) - 1) & !((1u128 << n) - 1);
+        let judge = |kept: usize| {
+            let c = compare(&a, keep_first(kept), &b, 0);
+            (c.support, cfg.verdict(&a, &b, &c, Naming::SameName))
+        };
+        let level = Some(PairLevel::VerySimilar);
+        // Positions 2.. agree; keeping positions 2..2+n means n unanimous positions.
+        let agreeing_only = |n: usize| {
+            let mask = keep_first(2 + n) | 0b11;
+            let c = compare(&a, mask, &b, 0);
+            (
+                c.support,
+                c.kept_agreeing,
+                cfg.verdict(&a, &b, &c, Naming::SameName),
+            )
+        };
+        assert_eq!(agreeing_only(8), (8, 8, level));
+        assert_eq!(agreeing_only(6), (6, 6, level));
+        assert_eq!(agreeing_only(5), (5, 5, None), "under half of min_support");
+        // 8 positions with the two differing ones among them: not unanimous.
+        assert_eq!(judge(8), (8, None));
+        assert!(cfg.min_support == 12, "the cases above assume the default");
+    }
+
+    /// A band bucket over `max_bucket` pages gives its newest pages as candidates: a group of
+    /// near-identical pages larger than the cap still pairs each page with the ones before it.
+    #[test]
+    fn hot_band_buckets_give_their_newest_pages() {
+        let cfg = NearConfig {
+            max_bucket: 4,
+            ..NearConfig::default()
+        };
+        let mut index = NearIndex::new(cfg);
+        let mut out = Emitter::new();
+        let (base, _) = differing_in_first(0);
+        let mut partners = Vec::new();
+        let site = |i: u64| format!("http://site{i}.example/");
+        for i in 0..6u64 {
+            let mut s = base.clone();
+            (s.checksum, s.text) = (100 + i, 100 + i);
+            index.observe(
+                &Fetch {
+                    url: &site(i),
+                    sketch: Some(&s),
+                    fetched_at_ms: i as i64,
+                    crawl_id: None,
+                },
+                &mut out,
+            );
+            let mut found: Vec<String> = out
+                .drain()
+                .map(|e| {
+                    let v: serde_json::Value = serde_json::from_slice(&e.value).expect("JSON");
+                    let (a, b) = (v["a"].as_str().expect("a"), v["b"].as_str().expect("b"));
+                    if a == site(i) { b } else { a }.to_owned()
+                })
+                .collect();
+            found.sort();
+            partners.push(found);
+        }
+        // Pages 0..4 find every page before them (buckets of at most 4 with the new page).
+        assert_eq!(partners[3], vec![site(0), site(1), site(2)]);
+        // Page 4 meets buckets of 4 pages: the newest 3 only; page 5, the newest 3 of 5.
+        assert_eq!(partners[4], vec![site(1), site(2), site(3)]);
+        assert_eq!(partners[5], vec![site(2), site(3), site(4)]);
+        assert!(index.stats().hot_buckets_cut > 0);
     }
 
     #[test]
