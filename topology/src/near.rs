@@ -21,9 +21,12 @@
 //! - **checksum**: the content checksum, so exact duplicates are always candidates.
 //!
 //! 32-bit keys may collide; a collision only adds a candidate, which verification rejects. A
-//! bucket with more than `max_bucket` pages is not enumerated for candidates: such a key is
-//! shared by a site's template or by a huge exact group (bounded by `max_pairs_per_join`), not
-//! by a page's own content. The multimap is a `HashMap<u32, u32>` whose value is either the one
+//! band bucket with more than `max_bucket` pages gives only its newest `max_bucket − 1` as
+//! candidates: such a key is shared by a template or by a large group of copies (190 parked
+//! domains serving one page), so the work per page stays bounded and each page still pairs with
+//! the copies filed just before it. A checksum bucket of `max_pairs_per_join` pages or more gives
+//! none (the exact index reports such groups). The default policy also skips the buckets of bands
+//! that lie wholly on the page's site boilerplate (below). The multimap is a `HashMap<u32, u32>` whose value is either the one
 //! page holding the key or the index of a spill list, so a unique key costs one 8-byte entry.
 //! The `lru` crate is not used: eviction here is by event time (a min-heap of fetch times with
 //! lazy deletion), and a page budget evicts the oldest fetch first, which an access-ordered LRU
@@ -37,14 +40,19 @@
 //! `boilerplate_min` of them is the site's boilerplate (a template shingle won that position),
 //! and is marked in the page's mask. The default policy estimates Jaccard on the positions
 //! neither page marks: copies of one document still agree there, while template pages that
-//! differ in their main item now disagree almost everywhere.
+//! differ in their main item now disagree almost everywhere. A band whose four positions are all
+//! marked is shared with the template, not with a copy, so its bucket is not enumerated for
+//! candidates (unless every band is marked). A page that is mostly template may keep fewer than
+//! `min_support` positions; down to half of that, its pairs hold only if every kept position
+//! agrees.
 //!
 //! # Policies
 //! - `b` (Alg. B, FMN/Henzinger): B-similarity >= 2 of 6.
 //! - `c` (Alg. C, Charikar/Henzinger): C-similarity >= 372 of 384.
 //! - `combined` (Henzinger): B-similarity >= 2 and C-similarity >= 355.
 //! - `neardup` (default): equal normalised text, or discounted Jaccard >= `min_jaccard` on at
-//!   least `min_support` undiscounted positions and C-similarity >= `min_c_similarity`.
+//!   least `min_support` undiscounted positions (or on half as many, all agreeing) and
+//!   C-similarity >= `min_c_similarity`; the thresholds depend on the URLs' names ([`url_name`]).
 //!
 //! Every policy reports equal content checksums as `exact`. Levels: `exact` (equal checksum),
 //! `virtually_identical` (6 of 6 supershingles), `very_similar` (otherwise).
@@ -132,7 +140,8 @@ pub struct NearConfig {
     pub window_ms: i64,
     /// At most this many pages in the window; beyond it the oldest fetch is evicted.
     pub max_pages: usize,
-    /// Buckets with more pages than this are not enumerated for candidates.
+    /// Band buckets with more pages than this give only their newest `max_bucket − 1` pages
+    /// (with the new one, `max_bucket`) as candidates.
     pub max_bucket: usize,
     /// A page joining an exact group of this many pages or more gets no exact candidates.
     pub max_pairs_per_join: usize,
@@ -145,7 +154,8 @@ pub struct NearConfig {
     /// member lists of two classes, two releases' notes), and seed 001 found most false
     /// positives among same-site pairs; a site rarely serves one document under two names.
     pub min_jaccard_renamed_on_site: f64,
-    /// Default policy: minimum undiscounted min-value positions to judge on.
+    /// Default policy: minimum undiscounted min-value positions to judge on; with fewer, but at
+    /// least half as many, every one of them must agree.
     pub min_support: u32,
     /// Default policy: minimum C-similarity.
     pub min_c_similarity: u16,
@@ -1125,9 +1135,10 @@ impl NearIndex {
         }
     }
 
-    /// Looks up each of a new page's `keys` once: the pages found are its candidates (a key of
-    /// more than `max_bucket` pages with the new one, or `max_pairs_per_join` for the checksum,
-    /// is skipped), and the band buckets also sample the page's site for its boilerplate mask.
+    /// Looks up each of a new page's `keys` once: the band buckets sample the page's site for its
+    /// boilerplate mask, and the pages found are its candidates (a band bucket of more than
+    /// `max_bucket` pages with the new one gives its newest, a checksum bucket of
+    /// `max_pairs_per_join` none, and the default policy skips bands wholly on the mask).
     fn lookup(
         &mut self,
         sketch: &Sketch,
