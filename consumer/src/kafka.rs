@@ -772,17 +772,23 @@ enum Ready {
     Indexed(Indexed),
 }
 
-/// A record prepared as the stage prepares it, for restoring state.
+/// A record prepared as the stage prepares it, for restoring state: read back from an internal
+/// topic by the index and cluster stages, decoded and signed by `preparer` otherwise.
 fn prepare_silently(
     stage: Stage,
     reader: &InternalReader,
-    preparer: &mut Preparer,
+    preparer: &mut Option<Preparer>,
     payload: &[u8],
 ) -> Result<Ready> {
     Ok(match stage {
         Stage::Index => Ready::Page(reader.signed(payload)?),
         Stage::Cluster => Ready::Indexed(reader.indexed(payload)?),
-        _ => Ready::Page(preparer.prepare(payload)),
+        _ => Ready::Page(
+            preparer
+                .as_mut()
+                .expect("a preparer for the stages that read the input topic")
+                .prepare(payload),
+        ),
     })
 }
 
@@ -1166,9 +1172,9 @@ fn restore_start(
 /// Rebuilds the state the partitions of `ranges` (partition, offset the state reflects it up
 /// to from a checkpoint, offset the run resumes it at) contributed before the run resumes them:
 /// re-reads each silently from [`restore_start`] and applies the records merged in event-time
-/// order, the order the run loop applies them in ([`crate::merge`]; here every record is at
-/// hand, so nothing is waited for), so the state is the one the run built. Returns the number
-/// of records re-read.
+/// order by the run loop's own [`Merge`] (here every partition not yet done has its next record
+/// at hand, so nothing is waited for), so the state is the one the run built. Returns the
+/// number of records re-read.
 fn restore_partitions(
     opts: &KafkaOptions,
     consumer: &StreamConsumer<RunContext>,
@@ -1211,16 +1217,17 @@ fn restore_partitions(
     }
     tokio::task::block_in_place(|| {
         let internal = InternalReader::new(topo.config());
-        let mut preparer = Preparer::new(topo.config());
-        // Per partition, its next record: (event time, offset, record, prepared).
-        type Head = (Option<i64>, i64, Vec<u8>, Ready);
-        let mut heads: Vec<Option<Head>> = todo.iter().map(|_| None).collect();
-        let mut done = vec![false; todo.len()];
+        let mut preparer = (!matches!(opts.stage, Stage::Index | Stage::Cluster))
+            .then(|| Preparer::new(topo.config()));
+        // Per partition of `todo`: its next record is in the merge, or it is read up to `first`.
+        let (mut buffered, mut done) = (vec![false; todo.len()], vec![false; todo.len()]);
+        let mut merge: Merge<(i64, Vec<u8>, Ready)> = Merge::default();
+        let no_wait = HashSet::new();
         let mut scratch = Vec::new();
         let mut n = 0u64;
         loop {
             for (i, &(p, first)) in todo.iter().enumerate() {
-                if done[i] || heads[i].is_some() {
+                if done[i] || buffered[i] {
                     continue;
                 }
                 let m = match readers[i].poll(Duration::from_secs(30)) {
@@ -1249,25 +1256,22 @@ fn restore_partitions(
                     Ready::Page(page) => page.event_time_ms(),
                     Ready::Indexed(_) => None,
                 };
-                heads[i] = Some((at, m.offset(), payload, ready));
+                merge.push(p, at, (m.offset(), payload, ready));
+                buffered[i] = true;
             }
-            // The head with the oldest event time next (records without one first; ties to the
-            // lower partition), as crate::merge does.
-            let Some(i) = (0..todo.len())
-                .filter_map(|i| {
-                    heads[i]
-                        .as_ref()
-                        .map(|h| (i, (h.0.unwrap_or(i64::MIN), todo[i].0)))
-                })
-                .min_by_key(|&(_, key)| key)
-                .map(|(i, _)| i)
+            let Some((p, (offset, payload, ready))) =
+                merge.pop(&no_wait, |_| false, Duration::ZERO, Instant::now(), true)
             else {
                 break;
             };
-            let (_, offset, payload, ready) = heads[i].take().expect("a head");
+            let i = todo
+                .iter()
+                .position(|t| t.0 == p)
+                .expect("a restored partition");
+            buffered[i] = false;
             let src = Source::Kafka {
                 topic: opts.input_topic.clone(),
-                partition: todo[i].0,
+                partition: p,
                 offset,
             };
             match ready {
