@@ -525,6 +525,20 @@ impl MultiMap {
         }
     }
 
+    /// The buckets of `keys` (at most [`MAX_KEYS`]), each looked up and its first page read
+    /// before any is used (as `NearIndex::touch_records`): the lookups miss the cache
+    /// independently of each other, so the CPU overlaps them.
+    fn get_all(&self, keys: &[u32]) -> [&[u32]; MAX_KEYS] {
+        let mut buckets = [&[][..]; MAX_KEYS];
+        let mut acc = 0u32;
+        for (b, &k) in buckets.iter_mut().zip(keys) {
+            *b = self.get(k);
+            acc ^= b.first().copied().unwrap_or(0);
+        }
+        std::hint::black_box(acc);
+        buckets
+    }
+
     fn bytes(&self) -> usize {
         // hashbrown: one control byte per bucket, buckets = capacity * 8/7 rounded to 2^k.
         let buckets = (self.map.capacity() * 8 / 7).next_power_of_two();
@@ -1151,15 +1165,7 @@ impl NearIndex {
         let mut sample = std::mem::take(&mut self.scratch);
         sample.clear();
         let per_bucket = 4 * self.cfg.boilerplate_sample;
-        // Every key's bucket first, then one read of each (as `touch_records`): the table
-        // lookups miss the cache independently of each other, so the CPU overlaps them.
-        let mut buckets = [&[][..]; MAX_KEYS];
-        let mut acc = 0u32;
-        for (b, &k) in buckets.iter_mut().zip(keys) {
-            *b = self.table.get(k);
-            acc ^= b.first().copied().unwrap_or(0);
-        }
-        std::hint::black_box(acc);
+        let buckets = self.table.get_all(keys);
         // Keys after the checksum are the bands when sampling.
         if sampling {
             for &bucket in &buckets[1..keys.len()] {
@@ -1205,24 +1211,23 @@ impl NearIndex {
             } else {
                 self.cfg.max_bucket
             };
-            // Counted with the new page, which is not filed yet.
-            let hot = bucket.len() + 1 > limit;
-            if hot && i == 0 {
-                self.stats.hot_buckets_cut += 1;
+            // Counted with the new page, which is not filed yet. A hot band bucket gives its
+            // newest pages (buckets list pages oldest first), a hot checksum bucket none.
+            let bucket = if bucket.len() < limit {
+                bucket
             } else {
-                // A hot band bucket gives its newest pages (buckets list pages oldest first).
-                let bucket = if hot {
-                    self.stats.hot_buckets_cut += 1;
-                    &bucket[bucket.len() + 1 - limit..]
+                self.stats.hot_buckets_cut += 1;
+                if i == 0 {
+                    &[]
                 } else {
-                    bucket
-                };
-                for &c in bucket {
-                    let seen = &mut self.slots[c as usize].seen;
-                    if *seen != self.sighting {
-                        *seen = self.sighting;
-                        candidates.push(c);
-                    }
+                    &bucket[bucket.len() + 1 - limit..]
+                }
+            };
+            for &c in bucket {
+                let seen = &mut self.slots[c as usize].seen;
+                if *seen != self.sighting {
+                    *seen = self.sighting;
+                    candidates.push(c);
                 }
             }
         }
@@ -1234,12 +1239,8 @@ impl NearIndex {
     fn drop_record(&mut self, slot: u32) {
         let page = self.pages[slot as usize].take().expect("live page");
         let (keys, n) = keys(self.cfg.policy, &page.sketch);
-        // As in `lookup`: every bucket read first, so that their misses overlap.
-        let mut acc = 0u32;
-        for &k in &keys[..n] {
-            acc ^= self.table.get(k).first().copied().unwrap_or(0);
-        }
-        std::hint::black_box(acc);
+        // Every bucket read first, so that their misses overlap before any is changed.
+        self.table.get_all(&keys[..n]);
         for &k in &keys[..n] {
             self.table.remove(k, slot);
         }
