@@ -542,13 +542,7 @@ async fn interrupted_run(name: &str, signal: &str) {
 
     let mut first = s.spawn(&["--max-in-flight", "1"]);
     s.wait_for_signatures(&mut first, total_signatures / 3);
-    let pid = first.id().to_string();
-    assert!(Command::new("kill")
-        .args([signal, &pid])
-        .status()
-        .unwrap()
-        .success());
-    let status = wait_exit(&mut first, Duration::from_secs(60));
+    let status = signal_and_wait(&mut first, signal);
     let at_kill = s.count(OutputKind::Signatures);
     assert!(
         at_kill < total_signatures,
@@ -1002,13 +996,8 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     }
     let at_handover = s.count(OutputKind::Signatures);
     wait_for(at_handover + total_signatures / 8, "second instance");
-    assert!(Command::new("kill")
-        .args(["-TERM", &b.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
     assert!(
-        wait_exit(&mut b, Duration::from_secs(60)).success(),
+        signal_and_wait(&mut b, "-TERM").success(),
         "{}",
         std::fs::read_to_string(&log_b).unwrap()
     );
@@ -1555,12 +1544,7 @@ async fn the_cluster_map_is_served_over_http() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    assert!(wait_exit(child, Duration::from_secs(60)).success());
+    assert!(signal_and_wait(child, "-TERM").success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1820,12 +1804,7 @@ fn readiness_says_what_is_missing_when_no_broker_answers() {
     assert!(answer.1.contains("no partitions assigned"), "{answer:?}");
     assert_eq!(http_get(port, "/healthz").unwrap().0, 200);
     let child = &mut guard.0;
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    assert!(wait_exit(child, Duration::from_secs(60)).success());
+    assert!(signal_and_wait(child, "-TERM").success());
 }
 
 /// Produces `record` (keyed as the sample keys it) to one partition, with a record timestamp when
