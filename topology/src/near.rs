@@ -549,6 +549,122 @@ impl MultiMap {
     }
 }
 
+// ------------------------------------------------------------------------------------------
+// Key shards
+// ------------------------------------------------------------------------------------------
+
+/// The shard that holds `key` among `shards`. Keys are mixed hashes, so a multiply-shift
+/// spreads them evenly.
+fn shard_of(key: u32, shards: usize) -> usize {
+    ((u64::from(key) * shards as u64) >> 32) as usize
+}
+
+/// A page's keys that one shard holds, with their positions in the page's key list (0 the
+/// checksum, then the bands or pieces).
+#[derive(Debug, Clone, Copy)]
+struct ShardKeys {
+    positions: [u8; MAX_KEYS],
+    keys: [u32; MAX_KEYS],
+    n: usize,
+}
+
+impl Default for ShardKeys {
+    fn default() -> Self {
+        ShardKeys {
+            positions: [0; MAX_KEYS],
+            keys: [0; MAX_KEYS],
+            n: 0,
+        }
+    }
+}
+
+/// How much of a bucket a filing's answer carries: the lookup needs a band or piece bucket's
+/// newest `max_bucket − 1` pages (its candidates when the bucket is hot) and newest
+/// `4 · boilerplate_sample` (where it samples the site), and a checksum bucket whole unless it
+/// has `max_pairs_per_join` pages or more (then none).
+#[derive(Debug, Clone, Copy)]
+struct ViewLimits {
+    checksum: usize,
+    other: usize,
+}
+
+impl ViewLimits {
+    fn of(cfg: &NearConfig) -> ViewLimits {
+        ViewLimits {
+            checksum: cfg.max_pairs_per_join,
+            other: cfg
+                .max_bucket
+                .saturating_sub(1)
+                .max(4 * cfg.boilerplate_sample),
+        }
+    }
+}
+
+/// One bucket in a shard's answer: the page's key position, the bucket's length before the
+/// filing, and where its kept pages (the newest, oldest first) are in [`KeyReply::slots`].
+#[derive(Debug, Clone, Copy)]
+struct View {
+    position: u8,
+    len: u32,
+    start: u32,
+    end: u32,
+}
+
+/// A shard's answer to a filing.
+#[derive(Debug, Default)]
+struct KeyReply {
+    views: Vec<View>,
+    slots: Vec<u32>,
+}
+
+/// One part of the key tables, split by key (DESIGN.md §3: the index partitioned by sketch
+/// key). A shard knows pages only by slot. The index asks it to file a page under the page's
+/// keys that it holds — answering first with what the page's lookup needs of each bucket as it
+/// was — and to drop a page from them. Every key lives in exactly one shard and a bucket lists
+/// its pages in filing order (removals keep the order), so the answers, merged by key position,
+/// are the same for any number of shards.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct KeyShard {
+    table: MultiMap,
+}
+
+impl KeyShard {
+    /// Answers with the buckets of `keys`, then files `slot` under them.
+    fn file(&mut self, slot: u32, keys: &ShardKeys, limits: ViewLimits, reply: &mut KeyReply) {
+        reply.views.clear();
+        reply.slots.clear();
+        let buckets = self.table.get_all(&keys.keys[..keys.n]);
+        for (&position, bucket) in keys.positions[..keys.n].iter().zip(buckets) {
+            let len = bucket.len();
+            let keep = match position {
+                0 if len < limits.checksum => len,
+                0 => 0,
+                _ => len.min(limits.other),
+            };
+            let start = reply.slots.len() as u32;
+            reply.slots.extend_from_slice(&bucket[len - keep..]);
+            reply.views.push(View {
+                position,
+                len: len as u32,
+                start,
+                end: reply.slots.len() as u32,
+            });
+        }
+        for &k in &keys.keys[..keys.n] {
+            self.table.insert(k, slot);
+        }
+    }
+
+    /// Removes `slot` from the buckets of `keys`.
+    fn drop(&mut self, slot: u32, keys: &ShardKeys) {
+        // Every bucket read first, so that their misses overlap before any is changed.
+        self.table.get_all(&keys.keys[..keys.n]);
+        for &k in &keys.keys[..keys.n] {
+            self.table.remove(k, slot);
+        }
+    }
+}
+
 /// One counter per min-value position, bit-sliced: plane `j` holds bit `j` of every position's
 /// count, so adding a sample page's agreement bits is a ripple-carry add over a few words, not
 /// one addition per position.
@@ -693,7 +809,16 @@ pub struct NearIndex {
     #[serde(skip)]
     by_url: HashMap<Arc<str>, u32, crate::hash::StrBuild>,
     sites: HashMap<Box<str>, u32>,
-    table: MultiMap,
+    /// The key tables, split by key ([`KeyShard`]; one unless [`Self::with_key_shards`]).
+    shards: Vec<KeyShard>,
+    /// Per shard, the keys of the page being filed or dropped, and its answer to a filing.
+    #[serde(skip)]
+    routed: Vec<ShardKeys>,
+    #[serde(skip)]
+    replies: Vec<KeyReply>,
+    /// Shards answer with whole buckets ([`Self::with_whole_buckets`]).
+    #[serde(skip)]
+    whole_buckets: bool,
     expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
     pairs: HashMap<(u32, u32), PairInfo, crate::hash::StrBuild>,
     partners: HashMap<u32, Vec<u32>, crate::hash::StrBuild>,
@@ -719,13 +844,23 @@ pub struct NearIndex {
 impl NearIndex {
     /// An empty index.
     pub fn new(cfg: NearConfig) -> Self {
+        Self::with_key_shards(cfg, 1)
+    }
+
+    /// An empty index whose key tables are split over `shards` [`KeyShard`]s (at least one),
+    /// which it asks by request and answer as a stage partitioned by key would: the pairs are
+    /// the same for any number.
+    pub fn with_key_shards(cfg: NearConfig, shards: usize) -> Self {
         NearIndex {
             cfg,
             pages: Vec::new(),
             free: Vec::new(),
             by_url: HashMap::default(),
             sites: HashMap::new(),
-            table: MultiMap::default(),
+            shards: (0..shards.max(1)).map(|_| KeyShard::default()).collect(),
+            routed: Vec::new(),
+            replies: Vec::new(),
+            whole_buckets: false,
             expiry: BinaryHeap::new(),
             pairs: HashMap::default(),
             partners: HashMap::default(),
@@ -738,6 +873,14 @@ impl NearIndex {
             removed: None,
             horizon_ms: i64::MIN,
         }
+    }
+
+    /// Makes the shards answer a filing with whole buckets instead of the parts the lookup
+    /// needs, which must not change any result (a test's reference).
+    #[doc(hidden)]
+    pub fn with_whole_buckets(mut self) -> Self {
+        self.whole_buckets = true;
+        self
     }
 
     /// Rebuilds what a checkpoint leaves out (the URL map) after a restore.
@@ -827,7 +970,7 @@ impl NearIndex {
         let index = self.pages.capacity() * std::mem::size_of::<Option<Page>>()
             + self.free.capacity() * 4
             + self.slots.capacity() * std::mem::size_of::<SlotInfo>()
-            + self.table.bytes()
+            + self.shards.iter().map(|s| s.table.bytes()).sum::<usize>()
             + self.expiry.capacity() * std::mem::size_of::<Reverse<(i64, u32, u32)>>()
             + self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1)
             + self
@@ -1109,7 +1252,10 @@ impl NearIndex {
         self.slots[slot as usize].site = site;
         let (keys, n) = keys(self.cfg.policy, sketch);
         let mut candidates = Vec::with_capacity(32);
-        let (mask, mature) = self.lookup(sketch, site, &keys[..n], &mut candidates);
+        let mut replies = std::mem::take(&mut self.replies);
+        self.file_keys(slot, &keys[..n], &mut replies);
+        let (mask, mature) = self.lookup(sketch, site, n, &replies, &mut candidates);
+        self.replies = replies;
         let url: Arc<str> = Arc::from(url);
         self.fetches = self.fetches.wrapping_add(1);
         let generation = self.fetches;
@@ -1122,12 +1268,42 @@ impl NearIndex {
             generation,
             url: url.clone(),
         });
-        for &k in &keys[..n] {
-            self.table.insert(k, slot);
-        }
         self.by_url.insert(url, slot);
         self.expiry.push(Reverse((at_ms, slot, generation)));
         (slot, candidates)
+    }
+
+    /// Splits a page's `keys` by shard into `self.routed`.
+    fn route(&mut self, keys: &[u32]) {
+        let shards = self.shards.len();
+        self.routed.resize(shards, ShardKeys::default());
+        self.routed.iter_mut().for_each(|r| r.n = 0);
+        for (position, &k) in keys.iter().enumerate() {
+            let r = &mut self.routed[shard_of(k, shards)];
+            r.positions[r.n] = position as u8;
+            r.keys[r.n] = k;
+            r.n += 1;
+        }
+    }
+
+    /// Files `slot` under `keys`, each shard under those it holds, with each shard's answer in
+    /// `replies` (shards without any of the keys are not asked and answer nothing).
+    fn file_keys(&mut self, slot: u32, keys: &[u32], replies: &mut Vec<KeyReply>) {
+        self.route(keys);
+        let limits = match self.whole_buckets {
+            false => ViewLimits::of(&self.cfg),
+            true => ViewLimits {
+                checksum: usize::MAX,
+                other: usize::MAX,
+            },
+        };
+        replies.resize_with(self.shards.len(), KeyReply::default);
+        for ((shard, routed), reply) in self.shards.iter_mut().zip(&self.routed).zip(replies) {
+            reply.views.clear();
+            if routed.n > 0 {
+                shard.file(slot, routed, limits, reply);
+            }
+        }
     }
 
     /// True the first time `slot` is seen since the last [`Self::new_sighting`].
@@ -1153,22 +1329,34 @@ impl NearIndex {
     /// boilerplate mask, and the pages found are its candidates (a band bucket of more than
     /// `max_bucket` pages with the new one gives its newest, a checksum bucket of
     /// `max_pairs_per_join` none, and the default policy skips bands wholly on the mask).
+    ///
+    /// The buckets are the shards' answers to the page's filing, merged by key position: a
+    /// band bucket's newest pages (enough for both uses) and its length, a checksum bucket whole
+    /// or, when hot, none.
     fn lookup(
         &mut self,
         sketch: &Sketch,
         site: u32,
-        keys: &[u32],
+        n: usize,
+        replies: &[KeyReply],
         candidates: &mut Vec<u32>,
     ) -> (u128, bool) {
+        let mut lens = [0usize; MAX_KEYS];
+        let mut buckets = [&[][..]; MAX_KEYS];
+        for reply in replies {
+            for v in &reply.views {
+                lens[v.position as usize] = v.len as usize;
+                buckets[v.position as usize] = &reply.slots[v.start as usize..v.end as usize];
+            }
+        }
         self.new_sighting();
         let sampling = sketch.has_terms && self.cfg.policy.uses_bands();
         let mut sample = std::mem::take(&mut self.scratch);
         sample.clear();
         let per_bucket = 4 * self.cfg.boilerplate_sample;
-        let buckets = self.table.get_all(keys);
         // Keys after the checksum are the bands when sampling.
         if sampling {
-            for &bucket in &buckets[1..keys.len()] {
+            for &bucket in &buckets[1..n] {
                 if sample.len() >= self.cfg.boilerplate_sample {
                     break;
                 }
@@ -1201,7 +1389,7 @@ impl NearIndex {
         let template_band = |j: usize| mask & (band << (j * BAND_ROWS)) == band << (j * BAND_ROWS);
         let skip_template =
             self.cfg.policy == Policy::Neardup && sampling && (0..BANDS).any(|j| !template_band(j));
-        for (i, &bucket) in buckets[..keys.len()].iter().enumerate() {
+        for (i, &bucket) in buckets[..n].iter().enumerate() {
             if i > 0 && skip_template && template_band(i - 1) {
                 self.stats.template_bands_skipped += 1;
                 continue;
@@ -1213,7 +1401,7 @@ impl NearIndex {
             };
             // Counted with the new page, which is not filed yet. A hot band bucket gives its
             // newest pages (buckets list pages oldest first), a hot checksum bucket none.
-            let bucket = if bucket.len() < limit {
+            let bucket = if lens[i] < limit {
                 bucket
             } else {
                 self.stats.hot_buckets_cut += 1;
@@ -1239,10 +1427,11 @@ impl NearIndex {
     fn drop_record(&mut self, slot: u32) {
         let page = self.pages[slot as usize].take().expect("live page");
         let (keys, n) = keys(self.cfg.policy, &page.sketch);
-        // Every bucket read first, so that their misses overlap before any is changed.
-        self.table.get_all(&keys[..n]);
-        for &k in &keys[..n] {
-            self.table.remove(k, slot);
+        self.route(&keys[..n]);
+        for (shard, routed) in self.shards.iter_mut().zip(&self.routed) {
+            if routed.n > 0 {
+                shard.drop(slot, routed);
+            }
         }
         self.by_url.remove(&page.url);
         self.free.push(slot);

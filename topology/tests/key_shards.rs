@@ -1,0 +1,216 @@
+//! The index partitioned by sketch key (issue 4 item 4): with its key tables split over N
+//! shards, which it asks by request and answer, `near::NearIndex` emits exactly the pair events
+//! of one shard, event for event and in order, and ends with the same counters and live pairs.
+//! Both also equal an index whose shards answer with whole buckets, not only the newest pages
+//! the lookup needs.
+//!
+//! - A property test over random fetch sequences of pages on three sites that share templates
+//!   and copy each other's documents, with small limits so that hot buckets are cut, boilerplate
+//!   samples mature and the page budget evicts, under every policy.
+//! - The small benchmark crawl's real signatures with the default configuration (needs
+//!   `NEARDUP_BENCH_SMALL=DIR`, as `bench_jaccard.rs`; `tests/run-all.sh` sets it).
+
+use neardup_topology::near::{Fetch, NearConfig, NearIndex, NearStats, Policy, Sketch};
+use neardup_topology::{Config, Emit, Emitter, Preparer};
+use proptest::prelude::*;
+use std::io::BufRead;
+
+const SITES: usize = 3;
+const PATHS: usize = 12;
+const DAY_MS: i64 = 86_400_000;
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn url(u: usize) -> String {
+    format!("http://site{}.example/doc/{}.html", u / PATHS, u % PATHS)
+}
+
+/// A page of site `site` showing document `doc` in variant `v`: the site's template holds the
+/// first 24 min-values (6 bands), the document the rest, and variant `v` changes about `v` in
+/// 10 of the document's positions (variant 0 of one document is an exact copy across sites, but
+/// for the template).
+fn sketch(site: usize, doc: u64, v: u64) -> Sketch {
+    let mut mins = [0u8; 84];
+    for (p, m) in mins.iter_mut().enumerate() {
+        let p = p as u64;
+        *m = if p < 24 {
+            mix(1000 + site as u64 * 100 + p) as u8
+        } else if mix(doc * 1_000 + v * 100 + p) % 10 < v {
+            mix(7_000_000 + doc * 1_000 + v * 100 + p) as u8
+        } else {
+            mix(5_000_000 + doc * 100 + p) as u8
+        };
+    }
+    let mut ss = [0u16; 6];
+    for (s, tag) in ss.iter_mut().enumerate() {
+        let h = mins[s * 14..s * 14 + 14]
+            .iter()
+            .fold(7u64, |h, &m| h.wrapping_mul(31).wrapping_add(u64::from(m)));
+        *tag = mix(h) as u16;
+    }
+    let mut simhash = [0u64; 6];
+    for (i, w) in simhash.iter_mut().enumerate() {
+        *w = mix(9_000 + doc * 10 + i as u64);
+    }
+    simhash[0] ^= (1u64 << (4 * v)) - 1;
+    simhash[5] ^= mix(site as u64) & 0xff;
+    Sketch {
+        mins,
+        ss,
+        simhash,
+        checksum: mix(site as u64 * 1_000_000 + doc * 10 + v),
+        text: mix(doc * 10 + v),
+        has_terms: true,
+    }
+}
+
+/// Fetch URL `u` with document and variant (`None`: no content) `dt` after the previous one.
+type Op = (usize, Option<(u64, u64)>, i64);
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    (
+        0..SITES * PATHS,
+        prop_oneof![8 => (0..6u64, 0..4u64).prop_map(Some), 1 => Just(None)],
+        prop_oneof![8 => 0..DAY_MS / 4, 1 => DAY_MS..4 * DAY_MS, 1 => -DAY_MS..0i64],
+    )
+}
+
+/// Feeds `ops` to `index`, returning the pair events after each step.
+fn feed(index: &mut NearIndex, ops: &[Op]) -> Vec<Vec<Emit>> {
+    let mut out = Emitter::new();
+    let (mut t, mut watermark) = (100 * DAY_MS, i64::MIN);
+    ops.iter()
+        .map(|&(u, content, dt)| {
+            t += dt;
+            watermark = watermark.max(t);
+            out.set_at("2026-11-24T00:00:00Z");
+            index.advance(watermark, None, &mut out);
+            let sketch = content.map(|(doc, v)| sketch(u / PATHS, doc, v));
+            index.observe(
+                &Fetch {
+                    url: &url(u),
+                    sketch: sketch.as_ref(),
+                    fetched_at_ms: t,
+                    crawl_id: None,
+                },
+                &mut out,
+            );
+            out.drain().collect()
+        })
+        .collect()
+}
+
+fn outcome(index: &NearIndex) -> (NearStats, Vec<(String, String, neardup_schemas::PairLevel)>) {
+    let mut live = index.live_pairs();
+    live.sort();
+    (index.stats(), live)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn n_key_shards_emit_exactly_what_one_emits(
+        ops in prop::collection::vec(arb_op(), 1..160),
+        shards in 2..7usize,
+        policy in prop_oneof![
+            4 => Just(Policy::Neardup),
+            1 => Just(Policy::AlgB),
+            1 => Just(Policy::AlgC),
+            1 => Just(Policy::Combined),
+        ],
+        max_pages in prop_oneof![3 => Just(1000usize), 1 => 4..20usize],
+    ) {
+        let cfg = NearConfig {
+            policy,
+            window_ms: 3 * DAY_MS,
+            max_pages,
+            max_bucket: 3,
+            max_pairs_per_join: 3,
+            boilerplate_sample: 2,
+            boilerplate_min: 1,
+            ..NearConfig::default()
+        };
+        let mut one = NearIndex::new(cfg.clone());
+        let mut many = NearIndex::with_key_shards(cfg.clone(), shards);
+        let mut whole = NearIndex::new(cfg).with_whole_buckets();
+        let (a, b, w) = (feed(&mut one, &ops), feed(&mut many, &ops), feed(&mut whole, &ops));
+        for (step, ((x, y), z)) in a.iter().zip(&b).zip(&w).enumerate() {
+            prop_assert_eq!(x, y, "{} shards: events differ at step {}", shards, step);
+            prop_assert_eq!(x, z, "whole buckets: events differ at step {}", step);
+        }
+        prop_assert_eq!(outcome(&one), outcome(&many));
+        prop_assert_eq!(outcome(&one), outcome(&whole));
+    }
+}
+
+/// The small benchmark crawl's index inputs, in stream order.
+fn bench_inputs() -> Option<Vec<(String, Option<Sketch>, i64)>> {
+    let Some(dir) = std::env::var_os("NEARDUP_BENCH_SMALL") else {
+        if std::env::var_os("NEARDUP_SKIP_BENCH").is_some() {
+            eprintln!("skipped: NEARDUP_SKIP_BENCH is set");
+            return None;
+        }
+        panic!(
+            "NEARDUP_BENCH_SMALL is not set: generate the small crawl with \
+             python3 ../shared/bench/make_crawl.py --scale small --rounds 1 --out DIR \
+             and set NEARDUP_BENCH_SMALL=DIR (tests/run-all.sh does both)"
+        );
+    };
+    let mut preparer = Preparer::new(&Config::default());
+    let events = std::fs::File::open(std::path::Path::new(&dir).join("events.jsonl")).unwrap();
+    let mut inputs = Vec::new();
+    for line in std::io::BufReader::new(events).split(b'\n') {
+        let prepared = preparer.prepare(&line.unwrap());
+        if let (Some((url, sketch)), Some(at)) = (prepared.index_input(), prepared.event_time_ms())
+        {
+            inputs.push((url.to_owned(), sketch.cloned(), at));
+        }
+    }
+    Some(inputs)
+}
+
+#[test]
+fn the_bench_crawl_gives_the_same_pairs_over_five_key_shards() {
+    let Some(inputs) = bench_inputs() else {
+        return;
+    };
+    let run = |shards: usize| {
+        let mut index = NearIndex::with_key_shards(Config::default().near, shards);
+        let (mut out, mut watermark, mut events) = (Emitter::new(), i64::MIN, Vec::new());
+        for (url, sketch, at) in &inputs {
+            if *at > watermark {
+                watermark = *at;
+                index.advance(watermark, None, &mut out);
+            }
+            let fetch = Fetch {
+                url,
+                sketch: sketch.as_ref(),
+                fetched_at_ms: *at,
+                crawl_id: None,
+            };
+            index.observe(&fetch, &mut out);
+            events.extend(out.drain());
+        }
+        (events, outcome(&index))
+    };
+    let (one, many) = (run(1), run(5));
+    let stats = &one.1 .0;
+    assert!(
+        one.0.len() > 1000 && stats.template_bands_skipped > 0,
+        "the crawl should exercise pairs and boilerplate: {} events, {stats:?}",
+        one.0.len()
+    );
+    assert_eq!(one.0.len(), many.0.len(), "event counts differ");
+    if let Some(i) = (0..one.0.len()).find(|&i| one.0[i] != many.0[i]) {
+        panic!(
+            "event {i} differs:\n{}\n{}",
+            String::from_utf8_lossy(&one.0[i].value),
+            String::from_utf8_lossy(&many.0[i].value)
+        );
+    }
+    assert_eq!(one.1, many.1);
+}
