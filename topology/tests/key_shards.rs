@@ -130,8 +130,8 @@ proptest! {
             max_pages,
             max_bucket: 3,
             max_pairs_per_join: 3,
-            boilerplate_sample: 2,
-            boilerplate_min: 1,
+            boilerplate_sample: 4,
+            boilerplate_min: 2,
             ..NearConfig::default()
         };
         let mut one = NearIndex::new(cfg.clone());
