@@ -28,6 +28,14 @@
 //! none (the exact index reports such groups). The default policy also skips the buckets of bands
 //! that lie wholly on the page's site boilerplate (below). The multimap is a `HashMap<u32, u32>` whose value is either the one
 //! page holding the key or the index of a spill list, so a unique key costs one 8-byte entry.
+//!
+//! The multimap can be split by key into shards ([`NearIndex::with_key_shards`]), which the
+//! index asks by request and answer only: a filing's answer gives each of the page's buckets
+//! as it was (its length, and its newest pages as far as the hot-bucket cut and the site sample
+//! need them), a drop removes the page. Answers merged by key position do not depend on the
+//! number of shards, so N shards give exactly the pairs of one (`tests/key_shards.rs`). The
+//! shards still live in the index's process; running them as instances behind a repartition
+//! topic is not built yet.
 //! The `lru` crate is not used: eviction here is by event time (a min-heap of fetch times with
 //! lazy deletion), and a page budget evicts the oldest fetch first, which an access-ordered LRU
 //! would get wrong for pages that are looked up often.
@@ -600,39 +608,28 @@ impl ViewLimits {
     }
 }
 
-/// One bucket in a shard's answer: the page's key position, the bucket's length before the
-/// filing, and where its kept pages (the newest, oldest first) are in [`KeyReply::slots`].
-#[derive(Debug, Clone, Copy)]
-struct View {
-    position: u8,
-    len: u32,
-    start: u32,
-    end: u32,
-}
-
-/// A shard's answer to a filing.
-#[derive(Debug, Default)]
-struct KeyReply {
-    views: Vec<View>,
-    slots: Vec<u32>,
+/// A filing's answer, merged over the shards by key position: each bucket's length before the
+/// filing and its pages that the lookup needs (the newest, oldest first).
+struct Answer<'a> {
+    lens: [usize; MAX_KEYS],
+    buckets: [&'a [u32]; MAX_KEYS],
 }
 
 /// One part of the key tables, split by key (DESIGN.md §3: the index partitioned by sketch
-/// key). A shard knows pages only by slot. The index asks it to file a page under the page's
-/// keys that it holds — answering first with what the page's lookup needs of each bucket as it
-/// was — and to drop a page from them. Every key lives in exactly one shard and a bucket lists
-/// its pages in filing order (removals keep the order), so the answers, merged by key position,
-/// are the same for any number of shards.
+/// key). A shard knows pages only by slot. To file a page, the index asks each shard for its
+/// part of the answer (what the page's lookup needs of each of its buckets), then has it file
+/// the page under its keys; it asks shards to drop a page the same way. Every key lives in
+/// exactly one shard and a bucket lists its pages in filing order (removals keep the order), so
+/// the merged answers are the same for any number of shards. In one process an answer borrows
+/// the buckets; a shard in another process would send the same pages.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct KeyShard {
     table: MultiMap,
 }
 
 impl KeyShard {
-    /// Answers with the buckets of `keys`, then files `slot` under them.
-    fn file(&mut self, slot: u32, keys: &ShardKeys, limits: ViewLimits, reply: &mut KeyReply) {
-        reply.views.clear();
-        reply.slots.clear();
+    /// Writes this shard's part of a filing's answer for `keys` into `answer`.
+    fn answer<'a>(&'a self, keys: &ShardKeys, limits: ViewLimits, answer: &mut Answer<'a>) {
         let buckets = self.table.get_all(&keys.keys[..keys.n]);
         for (&position, bucket) in keys.positions[..keys.n].iter().zip(buckets) {
             let len = bucket.len();
@@ -641,15 +638,13 @@ impl KeyShard {
                 0 => 0,
                 _ => len.min(limits.other),
             };
-            let start = reply.slots.len() as u32;
-            reply.slots.extend_from_slice(&bucket[len - keep..]);
-            reply.views.push(View {
-                position,
-                len: len as u32,
-                start,
-                end: reply.slots.len() as u32,
-            });
+            answer.lens[position as usize] = len;
+            answer.buckets[position as usize] = &bucket[len - keep..];
         }
+    }
+
+    /// Files `slot` under `keys`.
+    fn file(&mut self, slot: u32, keys: &ShardKeys) {
         for &k in &keys.keys[..keys.n] {
             self.table.insert(k, slot);
         }
@@ -811,11 +806,9 @@ pub struct NearIndex {
     sites: HashMap<Box<str>, u32>,
     /// The key tables, split by key ([`KeyShard`]; one unless [`Self::with_key_shards`]).
     shards: Vec<KeyShard>,
-    /// Per shard, the keys of the page being filed or dropped, and its answer to a filing.
+    /// Per shard, the keys of the page being filed or dropped.
     #[serde(skip)]
     routed: Vec<ShardKeys>,
-    #[serde(skip)]
-    replies: Vec<KeyReply>,
     /// Shards answer with whole buckets ([`Self::with_whole_buckets`]).
     #[serde(skip)]
     whole_buckets: bool,
@@ -859,7 +852,6 @@ impl NearIndex {
             sites: HashMap::new(),
             shards: (0..shards.max(1)).map(|_| KeyShard::default()).collect(),
             routed: Vec::new(),
-            replies: Vec::new(),
             whole_buckets: false,
             expiry: BinaryHeap::new(),
             pairs: HashMap::default(),
@@ -1252,10 +1244,26 @@ impl NearIndex {
         self.slots[slot as usize].site = site;
         let (keys, n) = keys(self.cfg.policy, sketch);
         let mut candidates = Vec::with_capacity(32);
-        let mut replies = std::mem::take(&mut self.replies);
-        self.file_keys(slot, &keys[..n], &mut replies);
-        let (mask, mature) = self.lookup(sketch, site, n, &replies, &mut candidates);
-        self.replies = replies;
+        self.route(&keys[..n]);
+        // The shards are taken out while the lookup reads their answer and marks candidates.
+        let mut shards = std::mem::take(&mut self.shards);
+        let mut answer = Answer {
+            lens: [0; MAX_KEYS],
+            buckets: [&[][..]; MAX_KEYS],
+        };
+        let limits = self.view_limits();
+        for (shard, routed) in shards.iter().zip(&self.routed) {
+            if routed.n > 0 {
+                shard.answer(routed, limits, &mut answer);
+            }
+        }
+        let (mask, mature) = self.lookup(sketch, site, n, &answer, &mut candidates);
+        for (shard, routed) in shards.iter_mut().zip(&self.routed) {
+            if routed.n > 0 {
+                shard.file(slot, routed);
+            }
+        }
+        self.shards = shards;
         let url: Arc<str> = Arc::from(url);
         self.fetches = self.fetches.wrapping_add(1);
         let generation = self.fetches;
@@ -1286,23 +1294,14 @@ impl NearIndex {
         }
     }
 
-    /// Files `slot` under `keys`, each shard under those it holds, with each shard's answer in
-    /// `replies` (shards without any of the keys are not asked and answer nothing).
-    fn file_keys(&mut self, slot: u32, keys: &[u32], replies: &mut Vec<KeyReply>) {
-        self.route(keys);
-        let limits = match self.whole_buckets {
+    /// How much of each bucket the shards answer with.
+    fn view_limits(&self) -> ViewLimits {
+        match self.whole_buckets {
             false => ViewLimits::of(&self.cfg),
             true => ViewLimits {
                 checksum: usize::MAX,
                 other: usize::MAX,
             },
-        };
-        replies.resize_with(self.shards.len(), KeyReply::default);
-        for ((shard, routed), reply) in self.shards.iter_mut().zip(&self.routed).zip(replies) {
-            reply.views.clear();
-            if routed.n > 0 {
-                shard.file(slot, routed, limits, reply);
-            }
         }
     }
 
@@ -1338,17 +1337,10 @@ impl NearIndex {
         sketch: &Sketch,
         site: u32,
         n: usize,
-        replies: &[KeyReply],
+        answer: &Answer<'_>,
         candidates: &mut Vec<u32>,
     ) -> (u128, bool) {
-        let mut lens = [0usize; MAX_KEYS];
-        let mut buckets = [&[][..]; MAX_KEYS];
-        for reply in replies {
-            for v in &reply.views {
-                lens[v.position as usize] = v.len as usize;
-                buckets[v.position as usize] = &reply.slots[v.start as usize..v.end as usize];
-            }
-        }
+        let (lens, buckets) = (&answer.lens, &answer.buckets);
         self.new_sighting();
         let sampling = sketch.has_terms && self.cfg.policy.uses_bands();
         let mut sample = std::mem::take(&mut self.scratch);

@@ -174,12 +174,15 @@ fn bench_inputs() -> Option<Vec<(String, Option<Sketch>, i64)>> {
 }
 
 #[test]
-fn the_bench_crawl_gives_the_same_pairs_over_five_key_shards() {
+fn the_bench_crawl_gives_the_same_pairs_over_five_key_shards_and_with_whole_buckets() {
     let Some(inputs) = bench_inputs() else {
         return;
     };
-    let run = |shards: usize| {
+    let run = |shards: usize, whole: bool| {
         let mut index = NearIndex::with_key_shards(Config::default().near, shards);
+        if whole {
+            index = index.with_whole_buckets();
+        }
         let (mut out, mut watermark, mut events) = (Emitter::new(), i64::MIN, Vec::new());
         for (url, sketch, at) in &inputs {
             if *at > watermark {
@@ -197,20 +200,22 @@ fn the_bench_crawl_gives_the_same_pairs_over_five_key_shards() {
         }
         (events, outcome(&index))
     };
-    let (one, many) = (run(1), run(5));
+    let one = run(1, false);
     let stats = &one.1 .0;
     assert!(
         one.0.len() > 1000 && stats.template_bands_skipped > 0,
         "the crawl should exercise pairs and boilerplate: {} events, {stats:?}",
         one.0.len()
     );
-    assert_eq!(one.0.len(), many.0.len(), "event counts differ");
-    if let Some(i) = (0..one.0.len()).find(|&i| one.0[i] != many.0[i]) {
-        panic!(
-            "event {i} differs:\n{}\n{}",
-            String::from_utf8_lossy(&one.0[i].value),
-            String::from_utf8_lossy(&many.0[i].value)
-        );
+    for (label, other) in [("5 shards", run(5, false)), ("whole buckets", run(1, true))] {
+        assert_eq!(one.0.len(), other.0.len(), "{label}: event counts differ");
+        if let Some(i) = (0..one.0.len()).find(|&i| one.0[i] != other.0[i]) {
+            panic!(
+                "{label}: event {i} differs:\n{}\n{}",
+                String::from_utf8_lossy(&one.0[i].value),
+                String::from_utf8_lossy(&other.0[i].value)
+            );
+        }
+        assert_eq!(one.1, other.1, "{label}: counters or live pairs differ");
     }
-    assert_eq!(one.1, many.1);
 }
