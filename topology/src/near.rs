@@ -704,6 +704,195 @@ impl Counts {
 }
 
 // ------------------------------------------------------------------------------------------
+// The window's bookkeeping
+// ------------------------------------------------------------------------------------------
+
+/// When the page in a slot was fetched, and which of its expiry entries is current.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct Stamp {
+    at_ms: i64,
+    /// The window's fetch counter when the page was filed or last refreshed, so stale expiry
+    /// entries (of an earlier fetch, or of an earlier page in a reused slot) are recognised. It
+    /// wraps after 2^32 fetches; a stale entry would have to outlive that many fetches to be
+    /// mistaken for a current one.
+    generation: u32,
+    live: bool,
+}
+
+/// What the window did, for its host to carry out.
+enum Change<'a> {
+    /// The page in `slot` left (no content, out of the window by event time, or over the
+    /// budget); the slot is free.
+    Removed {
+        slot: u32,
+        crawl_id: Option<&'a str>,
+    },
+    /// The fetch's content is in `slot` under `url`; the URL's previous content left `replaced`.
+    Filed {
+        slot: u32,
+        replaced: Option<u32>,
+        url: Arc<str>,
+        fetch: &'a Fetch<'a>,
+    },
+}
+
+/// What keeps the pages of a [`Window`]: it tells a slot's URL and whether a slot holds a given
+/// content, and carries out the window's changes in the order they happen.
+trait WindowHost {
+    fn url(&self, slot: u32) -> &str;
+    fn holds(&self, slot: u32, sketch: &Sketch) -> bool;
+    fn change(&mut self, change: Change<'_>);
+}
+
+/// The window's bookkeeping: which URL is in which slot, when each was fetched, and which page
+/// leaves next by event time or by the page budget. It decides from URLs, event times and
+/// whether a fetch brings new content, never from verification, so a [`Sequencer`] can run it
+/// ahead of the verification, with key shards answering in between.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Window {
+    /// Rebuilt from the pages after a restore, so the URL strings stay shared.
+    #[serde(skip)]
+    by_url: HashMap<Arc<str>, u32, crate::hash::StrBuild>,
+    stamps: Vec<Stamp>,
+    free: Vec<u32>,
+    expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    fetches: u32,
+    /// Fetches before this event time are outside the window.
+    horizon_ms: i64,
+    stale: u64,
+    evicted_by_time: u64,
+    evicted_by_budget: u64,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            by_url: HashMap::default(),
+            stamps: Vec::new(),
+            free: Vec::new(),
+            expiry: BinaryHeap::new(),
+            fetches: 0,
+            horizon_ms: i64::MIN,
+            stale: 0,
+            evicted_by_time: 0,
+            evicted_by_budget: 0,
+        }
+    }
+}
+
+impl Window {
+    /// Handles one fetch: a fetch older than the URL's entry, or already outside the window, is
+    /// ignored (counted as stale); no content removes the URL's page; the same content only
+    /// moves its fetch time; new or changed content is filed (replacing the URL's previous
+    /// content), then the oldest pages leave while the window is over `max_pages`.
+    fn observe(&mut self, f: &Fetch<'_>, max_pages: usize, host: &mut impl WindowHost) {
+        if f.fetched_at_ms < self.horizon_ms {
+            self.stale += 1;
+            return;
+        }
+        let existing = self.by_url.get(f.url).copied();
+        if let Some(slot) = existing {
+            if f.fetched_at_ms < self.stamps[slot as usize].at_ms {
+                self.stale += 1;
+                return;
+            }
+        }
+        let Some(sketch) = f.sketch else {
+            if let Some(slot) = existing {
+                self.remove(slot, f.crawl_id, host);
+            }
+            return;
+        };
+        if let Some(slot) = existing {
+            if host.holds(slot, sketch) {
+                self.stamp(slot, f.fetched_at_ms);
+                return;
+            }
+            self.close(slot, host);
+        }
+        let url: Arc<str> = Arc::from(f.url);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.stamps.push(Stamp::default());
+            (self.stamps.len() - 1) as u32
+        });
+        self.by_url.insert(url.clone(), slot);
+        self.stamp(slot, f.fetched_at_ms);
+        host.change(Change::Filed {
+            slot,
+            replaced: existing,
+            url,
+            fetch: f,
+        });
+        while self.by_url.len() > max_pages {
+            let Some(Reverse((_, slot, generation))) = self.expiry.pop() else {
+                break;
+            };
+            if self.is_current(slot, generation) {
+                self.evicted_by_budget += 1;
+                self.remove(slot, f.crawl_id, host);
+            }
+        }
+    }
+
+    /// Moves the window to end at `watermark_ms`: the pages fetched before its start leave.
+    fn advance(
+        &mut self,
+        watermark_ms: i64,
+        window_ms: i64,
+        crawl_id: Option<&str>,
+        host: &mut impl WindowHost,
+    ) {
+        let horizon = watermark_ms.saturating_sub(window_ms);
+        self.horizon_ms = self.horizon_ms.max(horizon);
+        while let Some(&Reverse((at, slot, generation))) = self.expiry.peek() {
+            if at >= horizon {
+                break;
+            }
+            self.expiry.pop();
+            if self.is_current(slot, generation) {
+                self.evicted_by_time += 1;
+                self.remove(slot, crawl_id, host);
+            }
+        }
+    }
+
+    fn is_current(&self, slot: u32, generation: u32) -> bool {
+        let s = &self.stamps[slot as usize];
+        s.live && s.generation == generation
+    }
+
+    /// Records a fetch of the page in `slot` at `at_ms`.
+    fn stamp(&mut self, slot: u32, at_ms: i64) {
+        self.fetches = self.fetches.wrapping_add(1);
+        let generation = self.fetches;
+        self.stamps[slot as usize] = Stamp {
+            at_ms,
+            generation,
+            live: true,
+        };
+        self.expiry.push(Reverse((at_ms, slot, generation)));
+    }
+
+    /// Frees `slot` (the host still holds its page).
+    fn close(&mut self, slot: u32, host: &impl WindowHost) {
+        self.by_url.remove(host.url(slot));
+        self.stamps[slot as usize].live = false;
+        self.free.push(slot);
+    }
+
+    fn remove(&mut self, slot: u32, crawl_id: Option<&str>, host: &mut impl WindowHost) {
+        self.close(slot, host);
+        host.change(Change::Removed { slot, crawl_id });
+    }
+
+    fn bytes(&self) -> usize {
+        self.stamps.capacity() * std::mem::size_of::<Stamp>()
+            + self.free.capacity() * 4
+            + self.expiry.capacity() * std::mem::size_of::<Reverse<(i64, u32, u32)>>()
+    }
+}
+
+// ------------------------------------------------------------------------------------------
 // The index
 // ------------------------------------------------------------------------------------------
 
@@ -715,12 +904,6 @@ struct Page {
     mature: bool,
     /// [`url_name`] of the URL.
     name: u32,
-    at_ms: i64,
-    /// The index's fetch counter when this record was filed or last refreshed, so stale expiry
-    /// entries (of an earlier fetch, or of an earlier page in a reused slot) are recognised. It
-    /// wraps after 2^32 fetches; a stale entry would have to outlive that many fetches to be
-    /// mistaken for a current one.
-    generation: u32,
     url: Arc<str>,
 }
 
@@ -799,10 +982,8 @@ pub struct Fetch<'a> {
 pub struct NearIndex {
     cfg: NearConfig,
     pages: Vec<Option<Page>>,
-    free: Vec<u32>,
-    /// Rebuilt from `pages` after a restore, so the URL strings stay shared.
-    #[serde(skip)]
-    by_url: HashMap<Arc<str>, u32, crate::hash::StrBuild>,
+    /// Which URL is in which slot, fetch times, expiry (empty in a [`Self::follower`]).
+    window: Window,
     sites: HashMap<Box<str>, u32>,
     /// The key tables, split by key ([`KeyShard`]; one unless [`Self::with_key_shards`]).
     shards: Vec<KeyShard>,
@@ -812,7 +993,9 @@ pub struct NearIndex {
     /// Shards answer with whole buckets ([`Self::with_whole_buckets`]).
     #[serde(skip)]
     whole_buckets: bool,
-    expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    /// A [`Self::follower`]: steps and answers come from outside.
+    #[serde(skip)]
+    following: bool,
     pairs: HashMap<(u32, u32), PairInfo, crate::hash::StrBuild>,
     partners: HashMap<u32, Vec<u32>, crate::hash::StrBuild>,
     stats: NearStats,
@@ -823,15 +1006,12 @@ pub struct NearIndex {
     /// then finds the sighting in the same cache line.
     slots: Vec<SlotInfo>,
     sighting: u32,
-    fetches: u32,
     #[serde(skip)]
     changes: Vec<PairChange>,
     /// The URLs that left the window since the last [`Self::take_removed`], kept only when
     /// [`Self::track_removed`] asked (a split index stage tells its cluster stage).
     #[serde(skip)]
     removed: Option<Vec<Arc<str>>>,
-    /// Fetches before this event time are outside the window.
-    horizon_ms: i64,
 }
 
 impl NearIndex {
@@ -847,23 +1027,20 @@ impl NearIndex {
         NearIndex {
             cfg,
             pages: Vec::new(),
-            free: Vec::new(),
-            by_url: HashMap::default(),
+            window: Window::default(),
             sites: HashMap::new(),
             shards: (0..shards.max(1)).map(|_| KeyShard::default()).collect(),
             routed: Vec::new(),
             whole_buckets: false,
-            expiry: BinaryHeap::new(),
+            following: false,
             pairs: HashMap::default(),
             partners: HashMap::default(),
             stats: NearStats::default(),
             scratch: Vec::new(),
             slots: Vec::new(),
             sighting: 0,
-            fetches: 0,
             changes: Vec::new(),
             removed: None,
-            horizon_ms: i64::MIN,
         }
     }
 
@@ -877,7 +1054,7 @@ impl NearIndex {
 
     /// Rebuilds what a checkpoint leaves out (the URL map) after a restore.
     pub(crate) fn after_restore(&mut self) {
-        self.by_url = self
+        self.window.by_url = self
             .pages
             .iter()
             .enumerate()
@@ -912,15 +1089,21 @@ impl NearIndex {
     /// Counters.
     pub fn stats(&self) -> NearStats {
         NearStats {
-            pages: self.by_url.len() as u64,
+            pages: self.window.by_url.len() as u64,
             live_pairs: self.pairs.len() as u64,
+            stale: self.window.stale,
+            evicted_by_time: self.window.evicted_by_time,
+            evicted_by_budget: self.window.evicted_by_budget,
             ..self.stats.clone()
         }
     }
 
     /// The URLs in the window, with their fetch times (for tests and inspection).
     pub fn window(&self) -> impl Iterator<Item = (&str, i64)> {
-        self.pages.iter().flatten().map(|p| (&*p.url, p.at_ms))
+        self.pages
+            .iter()
+            .zip(&self.window.stamps)
+            .filter_map(|(p, s)| p.as_ref().map(|p| (&*p.url, s.at_ms)))
     }
 
     /// The live pairs, as sorted URL pairs with their levels.
@@ -942,7 +1125,8 @@ impl NearIndex {
     /// Hyperlink Map veto); returns whether it was live. Either page fetched again is verified
     /// afresh.
     pub fn veto(&mut self, a: &str, b: &str, crawl_id: Option<&str>, out: &mut Emitter) -> bool {
-        let (Some(&sa), Some(&sb)) = (self.by_url.get(a), self.by_url.get(b)) else {
+        let by_url = &self.window.by_url;
+        let (Some(&sa), Some(&sb)) = (by_url.get(a), by_url.get(b)) else {
             return false;
         };
         let Some(info) = self.pairs.remove(&ordered(sa, sb)) else {
@@ -960,24 +1144,24 @@ impl NearIndex {
     /// pair store), and separately by the URL strings and the URL map.
     pub fn memory_bytes(&self) -> (usize, usize) {
         let index = self.pages.capacity() * std::mem::size_of::<Option<Page>>()
-            + self.free.capacity() * 4
+            + self.window.bytes()
             + self.slots.capacity() * std::mem::size_of::<SlotInfo>()
             + self.shards.iter().map(|s| s.table.bytes()).sum::<usize>()
-            + self.expiry.capacity() * std::mem::size_of::<Reverse<(i64, u32, u32)>>()
             + self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1)
             + self
                 .partners
                 .values()
                 .map(|v| 32 + v.capacity() * 4)
                 .sum::<usize>();
-        let urls = self.by_url.capacity() * (std::mem::size_of::<(Arc<str>, u32)>() + 1)
-            + self.by_url.keys().map(|u| u.len() + 16).sum::<usize>();
+        let by_url = &self.window.by_url;
+        let urls = by_url.capacity() * (std::mem::size_of::<(Arc<str>, u32)>() + 1)
+            + by_url.keys().map(|u| u.len() + 16).sum::<usize>();
         (index, urls)
     }
 
     /// The sketch the window holds for `url`.
     pub fn sketch_of(&self, url: &str) -> Option<&Sketch> {
-        self.by_url.get(url).map(|&s| &self.page(s).sketch)
+        self.window.by_url.get(url).map(|&s| &self.page(s).sketch)
     }
 
     fn url(&self, slot: u32) -> &str {
@@ -1011,53 +1195,43 @@ impl NearIndex {
     /// Moves the window to `watermark_ms`: every page fetched before `watermark − window` leaves
     /// it, retracting its pairs.
     pub fn advance(&mut self, watermark_ms: i64, crawl_id: Option<&str>, out: &mut Emitter) {
-        let horizon = watermark_ms.saturating_sub(self.cfg.window_ms);
-        self.horizon_ms = self.horizon_ms.max(horizon);
-        while let Some(&Reverse((at, slot, generation))) = self.expiry.peek() {
-            if at >= horizon {
-                break;
-            }
-            self.expiry.pop();
-            if self.is_current(slot, generation) {
-                self.stats.evicted_by_time += 1;
-                self.remove_page(slot, crawl_id, out);
-            }
-        }
-    }
-
-    fn is_current(&self, slot: u32, generation: u32) -> bool {
-        matches!(&self.pages[slot as usize], Some(p) if p.generation == generation)
+        let mut window = std::mem::take(&mut self.window);
+        let window_ms = self.cfg.window_ms;
+        window.advance(
+            watermark_ms,
+            window_ms,
+            crawl_id,
+            &mut Lockstep { index: self, out },
+        );
+        self.window = window;
     }
 
     /// Handles one fetch. A fetch older than the URL's entry, or already outside the window,
     /// is ignored (counted as stale).
     pub fn observe(&mut self, f: &Fetch<'_>, out: &mut Emitter) {
-        if f.fetched_at_ms < self.horizon_ms {
-            self.stats.stale += 1;
-            return;
-        }
-        let existing = self.by_url.get(f.url).copied();
-        if let Some(slot) = existing {
-            if f.fetched_at_ms < self.page(slot).at_ms {
-                self.stats.stale += 1;
-                return;
-            }
-        }
-        let Some(sketch) = f.sketch else {
-            if let Some(slot) = existing {
-                self.remove_page(slot, f.crawl_id, out);
-            }
-            return;
-        };
-        if let Some(slot) = existing {
-            if self.page(slot).sketch == *sketch {
-                self.refresh(slot, f.fetched_at_ms);
-                return;
-            }
-        }
+        // The window is taken out while it runs, so that the index can carry out its changes.
+        let mut window = std::mem::take(&mut self.window);
+        let max_pages = self.cfg.max_pages;
+        window.observe(f, max_pages, &mut Lockstep { index: self, out });
+        self.window = window;
+    }
+
+    /// Files the content of fetch `f` in `slot`, after the URL's previous content leaves
+    /// `replaced` (its pairs are verified again), and emits the pair changes. `answers` are the
+    /// key shards' answers to the filing, from outside for a [`Self::follower`].
+    fn file(
+        &mut self,
+        slot: u32,
+        replaced: Option<u32>,
+        url: Arc<str>,
+        f: &Fetch<'_>,
+        answers: Option<&[ShardAnswer]>,
+        out: &mut Emitter,
+    ) {
+        let sketch = f.sketch.expect("a filed fetch has content");
         // New or changed content: the old record leaves silently, its pairs are re-verified.
         let mut old: Vec<(u32, Arc<str>, PairInfo)> = Vec::new();
-        if let Some(slot) = existing {
+        if let Some(slot) = replaced {
             for partner in self.partners.remove(&slot).unwrap_or_default() {
                 let info = self.pairs.remove(&ordered(slot, partner)).expect("pair");
                 self.unlink(partner, slot);
@@ -1065,7 +1239,7 @@ impl NearIndex {
             }
             self.drop_record(slot);
         }
-        let (slot, mut candidates) = self.insert_record(f.url, sketch, f.fetched_at_ms);
+        let mut candidates = self.insert_record(slot, url, sketch, answers);
         self.mature_sample(slot, f.crawl_id, out);
         for (p, _, _) in &old {
             if self.first_sight(*p) {
@@ -1114,7 +1288,6 @@ impl NearIndex {
                 });
             }
         }
-        self.enforce_budget(f.crawl_id, out);
     }
 
     fn emit(
@@ -1164,27 +1337,6 @@ impl NearIndex {
         }
     }
 
-    fn enforce_budget(&mut self, crawl_id: Option<&str>, out: &mut Emitter) {
-        while self.by_url.len() > self.cfg.max_pages {
-            let Some(Reverse((_, slot, generation))) = self.expiry.pop() else {
-                break;
-            };
-            if self.is_current(slot, generation) {
-                self.stats.evicted_by_budget += 1;
-                self.remove_page(slot, crawl_id, out);
-            }
-        }
-    }
-
-    fn refresh(&mut self, slot: u32, at_ms: i64) {
-        self.fetches = self.fetches.wrapping_add(1);
-        let generation = self.fetches;
-        let p = self.pages[slot as usize].as_mut().expect("live page");
-        p.at_ms = at_ms;
-        p.generation = generation;
-        self.expiry.push(Reverse((at_ms, slot, generation)));
-    }
-
     /// Removes a page and retracts its pairs (in partner-URL order).
     fn remove_page(&mut self, slot: u32, crawl_id: Option<&str>, out: &mut Emitter) {
         let url = self.page(slot).url.clone();
@@ -1219,11 +1371,18 @@ impl NearIndex {
         Naming::of(self.page(a).name, self.page(b).name, site(a), site(b))
     }
 
-    /// Files a page and returns its slot with its candidates: the pages that share a table key
+    /// Files a page in `slot` and returns its candidates: the pages that share a table key
     /// with it (each once; keys whose bucket is too large skipped), found by the same bucket
-    /// lookups that sample the site for its boilerplate mask, before its own keys are filed.
-    fn insert_record(&mut self, url: &str, sketch: &Sketch, at_ms: i64) -> (u32, Vec<u32>) {
-        let site_name = site::site(site::host(url));
+    /// lookups that sample the site for its boilerplate mask, in the shards' answers to the
+    /// filing: asked here, or given (a [`Self::follower`]).
+    fn insert_record(
+        &mut self,
+        slot: u32,
+        url: Arc<str>,
+        sketch: &Sketch,
+        answers: Option<&[ShardAnswer]>,
+    ) -> Vec<u32> {
+        let site_name = site::site(site::host(&url));
         let site = match self.sites.get(site_name) {
             Some(&s) => s,
             None => {
@@ -1234,51 +1393,55 @@ impl NearIndex {
                     .or_insert(next_site)
             }
         };
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.pages.push(None);
-            (self.pages.len() - 1) as u32
-        });
-        if self.slots.len() < self.pages.len() {
+        if self.pages.len() <= slot as usize {
+            self.pages.resize_with(slot as usize + 1, || None);
             self.slots.resize(self.pages.len(), SlotInfo::default());
         }
         self.slots[slot as usize].site = site;
         let (keys, n) = keys(self.cfg.policy, sketch);
         let mut candidates = Vec::with_capacity(32);
-        self.route(&keys[..n]);
-        // The shards are taken out while the lookup reads their answer and marks candidates.
-        let mut shards = std::mem::take(&mut self.shards);
         let mut answer = Answer {
             lens: [0; MAX_KEYS],
             buckets: [&[][..]; MAX_KEYS],
         };
-        let limits = self.view_limits();
-        for (shard, routed) in shards.iter().zip(&self.routed) {
-            if routed.n > 0 {
-                shard.answer(routed, limits, &mut answer);
+        let (mask, mature) = match answers {
+            Some(answers) => {
+                for a in answers {
+                    for (position, len, bucket) in &a.buckets {
+                        answer.lens[*position as usize] = *len as usize;
+                        answer.buckets[*position as usize] = bucket;
+                    }
+                }
+                self.lookup(sketch, site, n, &answer, &mut candidates)
             }
-        }
-        let (mask, mature) = self.lookup(sketch, site, n, &answer, &mut candidates);
-        for (shard, routed) in shards.iter_mut().zip(&self.routed) {
-            if routed.n > 0 {
-                shard.file(slot, routed);
+            None => {
+                self.route(&keys[..n]);
+                // The shards are taken out while the lookup reads their answer.
+                let mut shards = std::mem::take(&mut self.shards);
+                let limits = self.view_limits();
+                for (shard, routed) in shards.iter().zip(&self.routed) {
+                    if routed.n > 0 {
+                        shard.answer(routed, limits, &mut answer);
+                    }
+                }
+                let found = self.lookup(sketch, site, n, &answer, &mut candidates);
+                for (shard, routed) in shards.iter_mut().zip(&self.routed) {
+                    if routed.n > 0 {
+                        shard.file(slot, routed);
+                    }
+                }
+                self.shards = shards;
+                found
             }
-        }
-        self.shards = shards;
-        let url: Arc<str> = Arc::from(url);
-        self.fetches = self.fetches.wrapping_add(1);
-        let generation = self.fetches;
+        };
         self.pages[slot as usize] = Some(Page {
             sketch: sketch.clone(),
             mask,
             mature,
             name: url_name(&url),
-            at_ms,
-            generation,
-            url: url.clone(),
+            url,
         });
-        self.by_url.insert(url, slot);
-        self.expiry.push(Reverse((at_ms, slot, generation)));
-        (slot, candidates)
+        candidates
     }
 
     /// Splits a page's `keys` by shard into `self.routed`.
@@ -1418,6 +1581,9 @@ impl NearIndex {
     /// Removes a page's record and table entries (its pairs must be gone already).
     fn drop_record(&mut self, slot: u32) {
         let page = self.pages[slot as usize].take().expect("live page");
+        if self.following {
+            return;
+        }
         let (keys, n) = keys(self.cfg.policy, &page.sketch);
         self.route(&keys[..n]);
         for (shard, routed) in self.shards.iter_mut().zip(&self.routed) {
@@ -1425,8 +1591,6 @@ impl NearIndex {
                 shard.drop(slot, routed);
             }
         }
-        self.by_url.remove(&page.url);
-        self.free.push(slot);
     }
 
     /// The first pages of a site are filed before the site has enough pages to tell its
@@ -1491,6 +1655,287 @@ impl NearIndex {
                     });
                 }
                 Some(_) => {}
+            }
+        }
+    }
+}
+
+/// The index carrying out its own window's changes, asking its own shards.
+struct Lockstep<'a> {
+    index: &'a mut NearIndex,
+    out: &'a mut Emitter,
+}
+
+impl WindowHost for Lockstep<'_> {
+    fn url(&self, slot: u32) -> &str {
+        self.index.url(slot)
+    }
+
+    fn holds(&self, slot: u32, sketch: &Sketch) -> bool {
+        self.index.page(slot).sketch == *sketch
+    }
+
+    fn change(&mut self, change: Change<'_>) {
+        match change {
+            Change::Removed { slot, crawl_id } => self.index.remove_page(slot, crawl_id, self.out),
+            Change::Filed {
+                slot,
+                replaced,
+                url,
+                fetch,
+            } => self.index.file(slot, replaced, url, fetch, None, self.out),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The index split into a sequencer, key shards and a verifier
+// ------------------------------------------------------------------------------------------
+
+/// One step of the window, as a [`Sequencer`] decides it, for the key shards
+/// ([`KeyShardStage`]) and the verifying index ([`NearIndex::follower`]), which take the steps
+/// in the sequencer's order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Step {
+    /// The page in `slot` left the window (its `keys` leave the shards; its pairs are retracted).
+    Remove {
+        /// The page's slot.
+        slot: u32,
+        /// The page's table keys.
+        keys: Vec<u32>,
+        /// The crawl round, for the retractions.
+        crawl_id: Option<String>,
+    },
+    /// A fetch's content is filed in `slot` under `keys`, after the URL's previous content left
+    /// `replaced` (with its keys).
+    File {
+        /// The page's slot.
+        slot: u32,
+        /// The slot and keys of the URL's previous content.
+        replaced: Option<(u32, Vec<u32>)>,
+        /// The page's table keys.
+        keys: Vec<u32>,
+        /// The URL.
+        url: String,
+        /// The content's signatures.
+        sketch: Sketch,
+        /// The crawl round.
+        crawl_id: Option<String>,
+    },
+}
+
+/// The window's bookkeeping on its own: it turns fetches and watermarks into [`Step`]s without
+/// waiting for any verification, so that key shards can answer a page's filing while earlier
+/// pages are still being verified (the index stage split by key: sequencer -> key shards ->
+/// verifier). It keeps each windowed page's URL and signatures, to tell an unchanged refetch
+/// and to name the keys that leave.
+#[derive(Debug)]
+pub struct Sequencer {
+    cfg: NearConfig,
+    window: Window,
+    held: Vec<Option<(Arc<str>, Sketch)>>,
+    steps: Vec<Step>,
+}
+
+impl WindowHost for (&mut Vec<Option<(Arc<str>, Sketch)>>, &mut Vec<Step>, Policy) {
+    fn url(&self, slot: u32) -> &str {
+        &self.0[slot as usize].as_ref().expect("held page").0
+    }
+
+    fn holds(&self, slot: u32, sketch: &Sketch) -> bool {
+        self.0[slot as usize].as_ref().expect("held page").1 == *sketch
+    }
+
+    fn change(&mut self, change: Change<'_>) {
+        let (held, steps, policy) = self;
+        let mut take = |slot: u32| {
+            let (_, sketch) = held[slot as usize].take().expect("held page");
+            let (k, n) = keys(*policy, &sketch);
+            k[..n].to_vec()
+        };
+        match change {
+            Change::Removed { slot, crawl_id } => steps.push(Step::Remove {
+                slot,
+                keys: take(slot),
+                crawl_id: crawl_id.map(str::to_owned),
+            }),
+            Change::Filed {
+                slot,
+                replaced,
+                url,
+                fetch,
+            } => {
+                let replaced = replaced.map(|r| (r, take(r)));
+                let sketch = fetch.sketch.expect("a filed fetch has content").clone();
+                let (k, n) = keys(*policy, &sketch);
+                if held.len() <= slot as usize {
+                    held.resize(slot as usize + 1, None);
+                }
+                held[slot as usize] = Some((url.clone(), sketch.clone()));
+                steps.push(Step::File {
+                    slot,
+                    replaced,
+                    keys: k[..n].to_vec(),
+                    url: url.to_string(),
+                    sketch,
+                    crawl_id: fetch.crawl_id.map(str::to_owned),
+                });
+            }
+        }
+    }
+}
+
+impl Sequencer {
+    /// An empty window.
+    pub fn new(cfg: NearConfig) -> Self {
+        Sequencer {
+            cfg,
+            window: Window::default(),
+            held: Vec::new(),
+            steps: Vec::new(),
+        }
+    }
+
+    /// The steps of one fetch (as [`NearIndex::observe`]).
+    pub fn observe(&mut self, f: &Fetch<'_>) -> Vec<Step> {
+        let policy = self.cfg.policy;
+        let mut host = (&mut self.held, &mut self.steps, policy);
+        self.window.observe(f, self.cfg.max_pages, &mut host);
+        std::mem::take(&mut self.steps)
+    }
+
+    /// The steps of moving the window's end to `watermark_ms` (as [`NearIndex::advance`]).
+    pub fn advance(&mut self, watermark_ms: i64, crawl_id: Option<&str>) -> Vec<Step> {
+        let policy = self.cfg.policy;
+        let mut host = (&mut self.held, &mut self.steps, policy);
+        self.window
+            .advance(watermark_ms, self.cfg.window_ms, crawl_id, &mut host);
+        std::mem::take(&mut self.steps)
+    }
+}
+
+/// A key shard's part of the answer to a filing: for each of the page's keys that it holds,
+/// the key's position, the bucket's length before the filing and its pages that the lookup
+/// needs (the newest, oldest first).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ShardAnswer {
+    buckets: Vec<(u8, u32, Vec<u32>)>,
+}
+
+/// Shard `index` of `of` key shards on its own, as an instance of an index stage partitioned
+/// by key: it takes a [`Sequencer`]'s steps in order, keeps the buckets of its keys, and answers
+/// each filing for the verifier ([`NearIndex::follow`]).
+#[derive(Debug)]
+pub struct KeyShardStage {
+    shard: KeyShard,
+    index: usize,
+    of: usize,
+    limits: ViewLimits,
+}
+
+impl KeyShardStage {
+    /// Shard `index` of `of` under `cfg`'s limits.
+    pub fn new(cfg: &NearConfig, index: usize, of: usize) -> Self {
+        assert!(index < of, "shard {index} of {of}");
+        KeyShardStage {
+            shard: KeyShard::default(),
+            index,
+            of,
+            limits: ViewLimits::of(cfg),
+        }
+    }
+
+    /// Applies one step; a filing is answered with the buckets as they were before it.
+    pub fn apply(&mut self, step: &Step) -> Option<ShardAnswer> {
+        match step {
+            Step::Remove { slot, keys, .. } => {
+                self.shard.drop(*slot, &self.mine(keys));
+                None
+            }
+            Step::File {
+                slot,
+                replaced,
+                keys,
+                ..
+            } => {
+                if let Some((r, old)) = replaced {
+                    self.shard.drop(*r, &self.mine(old));
+                }
+                let mine = self.mine(keys);
+                let mut answer = Answer {
+                    lens: [0; MAX_KEYS],
+                    buckets: [&[][..]; MAX_KEYS],
+                };
+                self.shard.answer(&mine, self.limits, &mut answer);
+                let buckets = mine.positions[..mine.n]
+                    .iter()
+                    .map(|&p| {
+                        let p = p as usize;
+                        (p as u8, answer.lens[p] as u32, answer.buckets[p].to_vec())
+                    })
+                    .collect();
+                self.shard.file(*slot, &mine);
+                Some(ShardAnswer { buckets })
+            }
+        }
+    }
+
+    /// The keys of `keys` that this shard holds.
+    fn mine(&self, keys: &[u32]) -> ShardKeys {
+        let mut out = ShardKeys::default();
+        for (position, &k) in keys.iter().enumerate() {
+            if shard_of(k, self.of) == self.index {
+                out.positions[out.n] = position as u8;
+                out.keys[out.n] = k;
+                out.n += 1;
+            }
+        }
+        out
+    }
+}
+
+impl NearIndex {
+    /// An index that verifies a [`Sequencer`]'s steps with the key shards' answers
+    /// ([`Self::follow`]) instead of keeping its own window and tables; its pair events are
+    /// those of one [`NearIndex`] fed the same fetches. Its [`Self::window`] and page count stay
+    /// empty (the sequencer keeps the window).
+    pub fn follower(cfg: NearConfig) -> Self {
+        let mut index = Self::with_key_shards(cfg, 1);
+        index.following = true;
+        index
+    }
+
+    /// Carries out one step of the sequencer, with every shard's answer to it (a filing) or
+    /// none (a removal).
+    pub fn follow(&mut self, step: &Step, answers: &[ShardAnswer], out: &mut Emitter) {
+        assert!(self.following, "follow() needs NearIndex::follower");
+        match step {
+            Step::Remove { slot, crawl_id, .. } => {
+                self.remove_page(*slot, crawl_id.as_deref(), out)
+            }
+            Step::File {
+                slot,
+                replaced,
+                url,
+                sketch,
+                crawl_id,
+                ..
+            } => {
+                let f = Fetch {
+                    url,
+                    sketch: Some(sketch),
+                    fetched_at_ms: 0,
+                    crawl_id: crawl_id.as_deref(),
+                };
+                let url = Arc::from(url.as_str());
+                self.file(
+                    *slot,
+                    replaced.as_ref().map(|r| r.0),
+                    url,
+                    &f,
+                    Some(answers),
+                    out,
+                );
             }
         }
     }
