@@ -4,13 +4,21 @@
 //! Both also equal an index whose shards answer with whole buckets, not only the newest pages
 //! the lookup needs.
 //!
+//! The split as N instances would run it, too: a `Sequencer` turns every fetch into steps
+//! first, each `KeyShardStage` then takes every step on its own (through JSON, as over a
+//! topic), and only then does a follower index verify the steps with the shards' answers. Its
+//! events, input by input, are those of the index fed the fetches directly.
+//!
 //! - A property test over random fetch sequences of pages on three sites that share templates
 //!   and copy each other's documents, with small limits so that hot buckets are cut, boilerplate
 //!   samples mature and the page budget evicts, under every policy.
 //! - The small benchmark crawl's real signatures with the default configuration (needs
 //!   `NEARDUP_BENCH_SMALL=DIR`, as `bench_jaccard.rs`; `tests/run-all.sh` sets it).
 
-use neardup_topology::near::{Fetch, NearConfig, NearIndex, NearStats, Policy, Sketch};
+use neardup_topology::near::{
+    Fetch, KeyShardStage, NearConfig, NearIndex, NearStats, Policy, Sequencer, ShardAnswer,
+    Sketch, Step,
+};
 use neardup_topology::{Config, Emit, Emitter, Preparer};
 use proptest::prelude::*;
 use std::io::BufRead;
@@ -79,29 +87,100 @@ fn arb_op() -> impl Strategy<Value = Op> {
     )
 }
 
-/// Feeds `ops` to `index`, returning the pair events after each step.
-fn feed(index: &mut NearIndex, ops: &[Op]) -> Vec<Vec<Emit>> {
-    let mut out = Emitter::new();
-    let (mut t, mut watermark) = (100 * DAY_MS, i64::MIN);
+/// One fetch: URL, signatures (`None`: no content), event time.
+type Input = (String, Option<Sketch>, i64);
+
+fn inputs(ops: &[Op]) -> Vec<Input> {
+    let mut t = 100 * DAY_MS;
     ops.iter()
         .map(|&(u, content, dt)| {
             t += dt;
-            watermark = watermark.max(t);
+            (url(u), content.map(|(doc, v)| sketch(u / PATHS, doc, v)), t)
+        })
+        .collect()
+}
+
+fn fetch(input: &Input) -> Fetch<'_> {
+    Fetch {
+        url: &input.0,
+        sketch: input.1.as_ref(),
+        fetched_at_ms: input.2,
+        crawl_id: Some("round-1"),
+    }
+}
+
+/// Feeds `inputs` to `index` (the watermark the newest event time), returning the pair events
+/// of each input.
+fn feed_inputs(index: &mut NearIndex, inputs: &[Input]) -> Vec<Vec<Emit>> {
+    let mut out = Emitter::new();
+    let mut watermark = i64::MIN;
+    inputs
+        .iter()
+        .map(|input| {
+            watermark = watermark.max(input.2);
             out.set_at("2026-11-24T00:00:00Z");
-            index.advance(watermark, None, &mut out);
-            let sketch = content.map(|(doc, v)| sketch(u / PATHS, doc, v));
-            index.observe(
-                &Fetch {
-                    url: &url(u),
-                    sketch: sketch.as_ref(),
-                    fetched_at_ms: t,
-                    crawl_id: None,
-                },
-                &mut out,
-            );
+            index.advance(watermark, Some("round-1"), &mut out);
+            index.observe(&fetch(input), &mut out);
             out.drain().collect()
         })
         .collect()
+}
+
+fn feed(index: &mut NearIndex, ops: &[Op]) -> Vec<Vec<Emit>> {
+    feed_inputs(index, &inputs(ops))
+}
+
+/// The same inputs through the split index: sequencer, then `shards` key shards each on its
+/// own, then the follower; the pair events of each input and the follower's live pairs.
+fn split_run(
+    cfg: &NearConfig,
+    shards: usize,
+    inputs: &[Input],
+) -> (Vec<Vec<Emit>>, Vec<(String, String, neardup_schemas::PairLevel)>) {
+    let mut sequencer = Sequencer::new(cfg.clone());
+    let mut watermark = i64::MIN;
+    let steps: Vec<Vec<Step>> = inputs
+        .iter()
+        .map(|input| {
+            watermark = watermark.max(input.2);
+            let mut steps = sequencer.advance(watermark, Some("round-1"));
+            steps.extend(sequencer.observe(&fetch(input)));
+            steps
+        })
+        .collect();
+    let answers: Vec<Vec<Option<ShardAnswer>>> = (0..shards)
+        .map(|i| {
+            let mut stage = KeyShardStage::new(cfg, i, shards);
+            steps
+                .iter()
+                .flatten()
+                .map(|step| {
+                    let json = serde_json::to_string(step).unwrap();
+                    let answer = stage.apply(&serde_json::from_str(&json).unwrap());
+                    answer.map(|a| serde_json::from_value(serde_json::to_value(a).unwrap()))
+                })
+                .map(|a| a.map(Result::unwrap))
+                .collect()
+        })
+        .collect();
+    let mut follower = NearIndex::follower(cfg.clone());
+    let (mut out, mut k) = (Emitter::new(), 0);
+    let events = steps
+        .iter()
+        .map(|steps| {
+            out.set_at("2026-11-24T00:00:00Z");
+            for step in steps {
+                let given: Vec<ShardAnswer> =
+                    answers.iter().filter_map(|a| a[k].clone()).collect();
+                follower.follow(step, &given, &mut out);
+                k += 1;
+            }
+            out.drain().collect()
+        })
+        .collect();
+    let mut live = follower.live_pairs();
+    live.sort();
+    (events, live)
 }
 
 fn outcome(index: &NearIndex) -> (NearStats, Vec<(String, String, neardup_schemas::PairLevel)>) {
@@ -136,6 +215,7 @@ proptest! {
         };
         let mut one = NearIndex::new(cfg.clone());
         let mut many = NearIndex::with_key_shards(cfg.clone(), shards);
+        let cfg2 = cfg.clone();
         let mut whole = NearIndex::new(cfg).with_whole_buckets();
         let (a, b, w) = (feed(&mut one, &ops), feed(&mut many, &ops), feed(&mut whole, &ops));
         for (step, ((x, y), z)) in a.iter().zip(&b).zip(&w).enumerate() {
@@ -144,11 +224,16 @@ proptest! {
         }
         prop_assert_eq!(outcome(&one), outcome(&many));
         prop_assert_eq!(outcome(&one), outcome(&whole));
+        let (split, live) = split_run(&cfg2, shards, &inputs(&ops));
+        for (step, (x, y)) in a.iter().zip(&split).enumerate() {
+            prop_assert_eq!(x, y, "split over {} shards: events differ at input {}", shards, step);
+        }
+        prop_assert_eq!(outcome(&one).1, live);
     }
 }
 
 /// The small benchmark crawl's index inputs, in stream order.
-fn bench_inputs() -> Option<Vec<(String, Option<Sketch>, i64)>> {
+fn bench_inputs() -> Option<Vec<Input>> {
     let Some(dir) = std::env::var_os("NEARDUP_BENCH_SMALL") else {
         if std::env::var_os("NEARDUP_SKIP_BENCH").is_some() {
             eprintln!("skipped: NEARDUP_SKIP_BENCH is set");
@@ -183,21 +268,7 @@ fn the_bench_crawl_gives_the_same_pairs_over_five_key_shards_and_with_whole_buck
         if whole {
             index = index.with_whole_buckets();
         }
-        let (mut out, mut watermark, mut events) = (Emitter::new(), i64::MIN, Vec::new());
-        for (url, sketch, at) in &inputs {
-            if *at > watermark {
-                watermark = *at;
-                index.advance(watermark, None, &mut out);
-            }
-            let fetch = Fetch {
-                url,
-                sketch: sketch.as_ref(),
-                fetched_at_ms: *at,
-                crawl_id: None,
-            };
-            index.observe(&fetch, &mut out);
-            events.extend(out.drain());
-        }
+        let events = feed_inputs(&mut index, &inputs).concat();
         (events, outcome(&index))
     };
     let one = run(1, false);
@@ -218,4 +289,9 @@ fn the_bench_crawl_gives_the_same_pairs_over_five_key_shards_and_with_whole_buck
         }
         assert_eq!(one.1, other.1, "{label}: counters or live pairs differ");
     }
+    let (split, live) = split_run(&Config::default().near, 3, &inputs);
+    let split = split.concat();
+    assert_eq!(one.0.len(), split.len(), "split: event counts differ");
+    assert!(one.0 == split, "split: events differ");
+    assert_eq!(one.1 .1, live, "split: live pairs differ");
 }
