@@ -33,9 +33,14 @@
 //! index asks by request and answer only: a filing's answer gives each of the page's buckets
 //! as it was (its length, and its newest pages as far as the hot-bucket cut and the site sample
 //! need them), a drop removes the page. Answers merged by key position do not depend on the
-//! number of shards, so N shards give exactly the pairs of one (`tests/key_shards.rs`). The
-//! shards still live in the index's process; running them as instances behind a repartition
-//! topic is not built yet.
+//! number of shards, so N shards give exactly the pairs of one (`tests/key_shards.rs`).
+//!
+//! The window's bookkeeping (`Window`: URL -> slot, fetch times, expiry, the page budget)
+//! decides without looking at verification, so the index also splits the way N instances
+//! would run it: a [`Sequencer`] turns fetches into [`Step`]s ahead of verification, each
+//! [`KeyShardStage`] takes the steps on its own and answers the filings, and a
+//! [`NearIndex::follower`] verifies the steps with the answers, giving exactly the pairs of one
+//! index. These parts are not wired as stages over Kafka yet.
 //! The `lru` crate is not used: eviction here is by event time (a min-heap of fetch times with
 //! lazy deletion), and a page budget evicts the oldest fetch first, which an access-ordered LRU
 //! would get wrong for pages that are looked up often.
@@ -1020,7 +1025,7 @@ impl NearIndex {
         Self::with_key_shards(cfg, 1)
     }
 
-    /// An empty index whose key tables are split over `shards` [`KeyShard`]s (at least one),
+    /// An empty index whose key tables are split over `shards` key shards (at least one),
     /// which it asks by request and answer as a stage partitioned by key would: the pairs are
     /// the same for any number.
     pub fn with_key_shards(cfg: NearConfig, shards: usize) -> Self {

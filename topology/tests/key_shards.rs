@@ -16,8 +16,8 @@
 //!   `NEARDUP_BENCH_SMALL=DIR`, as `bench_jaccard.rs`; `tests/run-all.sh` sets it).
 
 use neardup_topology::near::{
-    Fetch, KeyShardStage, NearConfig, NearIndex, NearStats, Policy, Sequencer, ShardAnswer,
-    Sketch, Step,
+    Fetch, KeyShardStage, NearConfig, NearIndex, NearStats, Policy, Sequencer, ShardAnswer, Sketch,
+    Step,
 };
 use neardup_topology::{Config, Emit, Emitter, Preparer};
 use proptest::prelude::*;
@@ -136,7 +136,10 @@ fn split_run(
     cfg: &NearConfig,
     shards: usize,
     inputs: &[Input],
-) -> (Vec<Vec<Emit>>, Vec<(String, String, neardup_schemas::PairLevel)>) {
+) -> (
+    Vec<Vec<Emit>>,
+    Vec<(String, String, neardup_schemas::PairLevel)>,
+) {
     let mut sequencer = Sequencer::new(cfg.clone());
     let mut watermark = i64::MIN;
     let steps: Vec<Vec<Step>> = inputs
@@ -170,8 +173,7 @@ fn split_run(
         .map(|steps| {
             out.set_at("2026-11-24T00:00:00Z");
             for step in steps {
-                let given: Vec<ShardAnswer> =
-                    answers.iter().filter_map(|a| a[k].clone()).collect();
+                let given: Vec<ShardAnswer> = answers.iter().filter_map(|a| a[k].clone()).collect();
                 follower.follow(step, &given, &mut out);
                 k += 1;
             }
