@@ -41,6 +41,7 @@
 //! [`KeyShardStage`] takes the steps on its own and answers the filings, and a
 //! [`NearIndex::follower`] verifies the steps with the answers, giving exactly the pairs of one
 //! index. These parts are not wired as stages over Kafka yet.
+//!
 //! The `lru` crate is not used: eviction here is by event time (a min-heap of fetch times with
 //! lazy deletion), and a page budget evicts the oldest fetch first, which an access-ordered LRU
 //! would get wrong for pages that are looked up often.
@@ -1742,17 +1743,28 @@ pub struct Sequencer {
     steps: Vec<Step>,
 }
 
-impl WindowHost for (&mut Vec<Option<(Arc<str>, Sketch)>>, &mut Vec<Step>, Policy) {
+/// The sequencer's pages, turning the window's changes into steps.
+struct Held<'a> {
+    held: &'a mut Vec<Option<(Arc<str>, Sketch)>>,
+    steps: &'a mut Vec<Step>,
+    policy: Policy,
+}
+
+impl WindowHost for Held<'_> {
     fn url(&self, slot: u32) -> &str {
-        &self.0[slot as usize].as_ref().expect("held page").0
+        &self.held[slot as usize].as_ref().expect("held page").0
     }
 
     fn holds(&self, slot: u32, sketch: &Sketch) -> bool {
-        self.0[slot as usize].as_ref().expect("held page").1 == *sketch
+        self.held[slot as usize].as_ref().expect("held page").1 == *sketch
     }
 
     fn change(&mut self, change: Change<'_>) {
-        let (held, steps, policy) = self;
+        let Held {
+            held,
+            steps,
+            policy,
+        } = self;
         let mut take = |slot: u32| {
             let (_, sketch) = held[slot as usize].take().expect("held page");
             let (k, n) = keys(*policy, &sketch);
@@ -1803,16 +1815,22 @@ impl Sequencer {
 
     /// The steps of one fetch (as [`NearIndex::observe`]).
     pub fn observe(&mut self, f: &Fetch<'_>) -> Vec<Step> {
-        let policy = self.cfg.policy;
-        let mut host = (&mut self.held, &mut self.steps, policy);
+        let mut host = Held {
+            held: &mut self.held,
+            steps: &mut self.steps,
+            policy: self.cfg.policy,
+        };
         self.window.observe(f, self.cfg.max_pages, &mut host);
         std::mem::take(&mut self.steps)
     }
 
     /// The steps of moving the window's end to `watermark_ms` (as [`NearIndex::advance`]).
     pub fn advance(&mut self, watermark_ms: i64, crawl_id: Option<&str>) -> Vec<Step> {
-        let policy = self.cfg.policy;
-        let mut host = (&mut self.held, &mut self.steps, policy);
+        let mut host = Held {
+            held: &mut self.held,
+            steps: &mut self.steps,
+            policy: self.cfg.policy,
+        };
         self.window
             .advance(watermark_ms, self.cfg.window_ms, crawl_id, &mut host);
         std::mem::take(&mut self.steps)
