@@ -1724,7 +1724,7 @@ pub enum Step {
         /// The URL.
         url: String,
         /// The content's signatures.
-        sketch: Sketch,
+        sketch: Box<Sketch>,
         /// The crawl round.
         crawl_id: Option<String>,
     },
@@ -1794,7 +1794,7 @@ impl WindowHost for Held<'_> {
                     replaced,
                     keys: k[..n].to_vec(),
                     url: url.to_string(),
-                    sketch,
+                    sketch: Box::new(sketch),
                     crawl_id: fetch.crawl_id.map(str::to_owned),
                 });
             }

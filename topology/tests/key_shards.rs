@@ -132,14 +132,7 @@ fn feed(index: &mut NearIndex, ops: &[Op]) -> Vec<Vec<Emit>> {
 
 /// The same inputs through the split index: sequencer, then `shards` key shards each on its
 /// own, then the follower; the pair events of each input and the follower's live pairs.
-fn split_run(
-    cfg: &NearConfig,
-    shards: usize,
-    inputs: &[Input],
-) -> (
-    Vec<Vec<Emit>>,
-    Vec<(String, String, neardup_schemas::PairLevel)>,
-) {
+fn split_run(cfg: &NearConfig, shards: usize, inputs: &[Input]) -> (Vec<Vec<Emit>>, LivePairs) {
     let mut sequencer = Sequencer::new(cfg.clone());
     let mut watermark = i64::MIN;
     let steps: Vec<Vec<Step>> = inputs
@@ -185,7 +178,9 @@ fn split_run(
     (events, live)
 }
 
-fn outcome(index: &NearIndex) -> (NearStats, Vec<(String, String, neardup_schemas::PairLevel)>) {
+type LivePairs = Vec<(String, String, neardup_schemas::PairLevel)>;
+
+fn outcome(index: &NearIndex) -> (NearStats, LivePairs) {
     let mut live = index.live_pairs();
     live.sort();
     (index.stats(), live)
