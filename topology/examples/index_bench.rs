@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p neardup-topology --example index_bench -- [--pages N] [--reps R]
 //! cargo run --release -p neardup-topology --example index_bench -- --events EVENTS.jsonl [--reps R]
+//! cargo run --release -p neardup-topology --example index_bench -- --split N [--pages N] [--reps R]
 //! ```
 //!
 //! The stream: 2,000 sites; a third have no template, a third a light one (30 % of min-values
@@ -24,9 +25,17 @@
 //! `events.jsonl`): every record is decoded and signed first, untimed, as `neardup` does; then
 //! the records' URLs, sketches and fetch times are fed to the index in order, with the window
 //! advanced to each new fetch time, and that is timed.
+//!
+//! With `--split N`, the steady-state stream goes through the index split as N instances would
+//! run it (`near::Sequencer`, N `near::KeyShardStage`s, a `NearIndex::follower`), and each
+//! part's CPU time is measured on its own over the refetches, beside the one-piece index in the
+//! same run: how fast each part would go as its own instance (steps and answers are handed over
+//! in memory, not serialized).
 
 use cpu_time::ThreadTime;
-use neardup_topology::near::{Fetch, NearConfig, NearIndex, Sketch};
+use neardup_topology::near::{
+    Fetch, KeyShardStage, NearConfig, NearIndex, Sequencer, ShardAnswer, Sketch, Step,
+};
 use neardup_topology::Emitter;
 use neardup_topology::{Config, Preparer};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -77,6 +86,7 @@ fn main() {
     let mut pages: u64 = 1_000_000;
     let mut reps = 3;
     let mut events = None;
+    let mut split = None;
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i < args.len() {
@@ -84,12 +94,16 @@ fn main() {
             "--pages" => pages = args[i + 1].parse().expect("--pages N"),
             "--reps" => reps = args[i + 1].parse().expect("--reps R"),
             "--events" => events = Some(args[i + 1].clone()),
+            "--split" => split = Some(args[i + 1].parse().expect("--split N")),
             other => panic!("unknown argument {other}"),
         }
         i += 2;
     }
     if let Some(file) = events {
         return crawl(&file, reps);
+    }
+    if let Some(n) = split {
+        return split_parts(pages, n, reps);
     }
 
     // 1. Fill: N distinct URLs, no eviction; memory per windowed page.
@@ -144,14 +158,7 @@ fn main() {
     let mut rates = Vec::new();
     let mut steady = String::new();
     for _ in 0..reps {
-        let mut stream = Stream::new(11);
-        let inputs: Vec<(String, Sketch)> = (0..window + pages)
-            .map(|p| {
-                let u = p % window;
-                let site = u as usize % SITES;
-                (url(site, u), stream.next_on(site))
-            })
-            .collect();
+        let inputs = steady_inputs(window, pages);
         let (fill, refetches) = inputs.split_at(window as usize);
         let mut index = NearIndex::new(NearConfig::default());
         let mut out = Emitter::new();
@@ -246,4 +253,99 @@ fn crawl(file: &str, reps: usize) {
         reps,
         rates.iter().map(|r| r.round()).collect::<Vec<_>>()
     );
+}
+
+/// The steady-state stream: `window` URLs filled, then `pages` refetches of them in turn, each
+/// with new content of the URL's site.
+fn steady_inputs(window: u64, pages: u64) -> Vec<(String, Sketch)> {
+    let mut stream = Stream::new(11);
+    (0..window + pages)
+        .map(|p| {
+            let u = p % window;
+            let site = u as usize % SITES;
+            (url(site, u), stream.next_on(site))
+        })
+        .collect()
+}
+
+/// The steady state through the split index, each part timed on its own.
+fn split_parts(pages: u64, shards: usize, reps: usize) {
+    let window = 200_000u64.min(pages);
+    let (mut one, mut seq, mut shard, mut follow) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..reps {
+        let inputs = steady_inputs(window, pages);
+        let (fill, refetches) = inputs.split_at(window as usize);
+        let cfg = NearConfig::default();
+        let mut index = NearIndex::new(cfg.clone());
+        let mut out = Emitter::new();
+        feed(&mut index, fill, 0, &mut out);
+        let t0 = ThreadTime::now();
+        feed(&mut index, refetches, window as i64, &mut out);
+        one.push(pages as f64 / t0.elapsed().as_secs_f64());
+        drop(index);
+
+        let mut sequencer = Sequencer::new(cfg.clone());
+        let mut stages: Vec<KeyShardStage> = (0..shards)
+            .map(|i| KeyShardStage::new(&cfg, i, shards))
+            .collect();
+        let mut follower = NearIndex::follower(cfg.clone());
+        // Returns the CPU seconds of the sequencer, of each shard and of the follower.
+        let mut run = |inputs: &[(String, Sketch)], start: i64| {
+            let t0 = ThreadTime::now();
+            let steps: Vec<Step> = inputs
+                .iter()
+                .enumerate()
+                .flat_map(|(n, (u, s))| {
+                    sequencer.observe(&Fetch {
+                        url: u,
+                        sketch: Some(s),
+                        fetched_at_ms: start + n as i64,
+                        crawl_id: None,
+                    })
+                })
+                .collect();
+            let t_seq = t0.elapsed().as_secs_f64();
+            let mut given: Vec<Vec<ShardAnswer>> = steps.iter().map(|_| Vec::new()).collect();
+            let mut t_shards = Vec::new();
+            for stage in &mut stages {
+                let t0 = ThreadTime::now();
+                let answers: Vec<Option<ShardAnswer>> =
+                    steps.iter().map(|step| stage.apply(step)).collect();
+                t_shards.push(t0.elapsed().as_secs_f64());
+                for (g, a) in given.iter_mut().zip(answers) {
+                    g.extend(a);
+                }
+            }
+            let t0 = ThreadTime::now();
+            for (step, answers) in steps.iter().zip(&given) {
+                follower.follow(step, answers, &mut out);
+                out.drain().for_each(drop);
+            }
+            (t_seq, t_shards, t0.elapsed().as_secs_f64())
+        };
+        run(fill, 0);
+        let (t_seq, t_shards, t_follow) = run(refetches, window as i64);
+        let rate = |secs: f64| pages as f64 / secs;
+        seq.push(rate(t_seq));
+        shard.push(rate(t_shards.iter().copied().fold(0.0, f64::max)));
+        follow.push(rate(t_follow));
+    }
+    let show = |v: &Vec<f64>| v.iter().map(|r| r.round()).collect::<Vec<_>>();
+    println!(
+        "steady state, {window}-URL window, {pages} refetches, pages/s of each part's CPU time \
+         (medians of {reps}):"
+    );
+    let parts = [
+        ("one-piece index".to_owned(), &one),
+        ("sequencer".to_owned(), &seq),
+        (format!("slowest of {shards} key shards"), &shard),
+        ("follower (verification)".to_owned(), &follow),
+    ];
+    for (name, rates) in parts {
+        println!(
+            "  {name:<26} {:>9.0} {:?}",
+            median(rates.clone()),
+            show(rates)
+        );
+    }
 }
