@@ -215,6 +215,7 @@ proptest! {
         let cfg2 = cfg.clone();
         let mut whole = NearIndex::new(cfg).with_whole_buckets();
         let (a, b, w) = (feed(&mut one, &ops), feed(&mut many, &ops), feed(&mut whole, &ops));
+        prop_assert_eq!((a.len(), b.len(), w.len()), (ops.len(), ops.len(), ops.len()));
         for (step, ((x, y), z)) in a.iter().zip(&b).zip(&w).enumerate() {
             prop_assert_eq!(x, y, "{} shards: events differ at step {}", shards, step);
             prop_assert_eq!(x, z, "whole buckets: events differ at step {}", step);
@@ -222,6 +223,7 @@ proptest! {
         prop_assert_eq!(outcome(&one), outcome(&many));
         prop_assert_eq!(outcome(&one), outcome(&whole));
         let (split, live) = split_run(&cfg2, shards, &inputs(&ops));
+        prop_assert_eq!(split.len(), ops.len());
         for (step, (x, y)) in a.iter().zip(&split).enumerate() {
             prop_assert_eq!(x, y, "split over {} shards: events differ at input {}", shards, step);
         }
@@ -256,7 +258,7 @@ fn bench_inputs() -> Option<Vec<Input>> {
 }
 
 #[test]
-fn the_bench_crawl_gives_the_same_pairs_over_five_key_shards_and_with_whole_buckets() {
+fn the_bench_crawl_gives_the_same_pairs_over_key_shards_with_whole_buckets_and_split() {
     let Some(inputs) = bench_inputs() else {
         return;
     };
