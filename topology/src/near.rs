@@ -582,13 +582,22 @@ struct ShardKeys {
     n: usize,
 }
 
-impl Default for ShardKeys {
-    fn default() -> Self {
-        ShardKeys {
+impl ShardKeys {
+    /// The keys of `keys` that shard `index` of `of` holds.
+    fn of(keys: &[u32], index: usize, of: usize) -> ShardKeys {
+        let mut out = ShardKeys {
             positions: [0; MAX_KEYS],
             keys: [0; MAX_KEYS],
             n: 0,
+        };
+        for (position, &k) in keys.iter().enumerate() {
+            if shard_of(k, of) == index {
+                out.positions[out.n] = position as u8;
+                out.keys[out.n] = k;
+                out.n += 1;
+            }
         }
+        out
     }
 }
 
@@ -619,6 +628,15 @@ impl ViewLimits {
 struct Answer<'a> {
     lens: [usize; MAX_KEYS],
     buckets: [&'a [u32]; MAX_KEYS],
+}
+
+impl Answer<'_> {
+    fn empty() -> Self {
+        Answer {
+            lens: [0; MAX_KEYS],
+            buckets: [&[][..]; MAX_KEYS],
+        }
+    }
 }
 
 /// One part of the key tables, split by key (DESIGN.md §3: the index partitioned by sketch
@@ -1222,19 +1240,21 @@ impl NearIndex {
         self.window = window;
     }
 
-    /// Files the content of fetch `f` in `slot`, after the URL's previous content leaves
-    /// `replaced` (its pairs are verified again), and emits the pair changes. `answers` are the
-    /// key shards' answers to the filing, from outside for a [`Self::follower`].
+    /// Files `url`'s content `sketch` in `slot`, after the URL's previous content leaves
+    /// `replaced` (its pairs are verified again), and emits the pair changes (of crawl round
+    /// `crawl_id`). `answers` are the key shards' answers to the filing, from outside for a
+    /// [`Self::follower`].
+    #[allow(clippy::too_many_arguments)]
     fn file(
         &mut self,
         slot: u32,
         replaced: Option<u32>,
         url: Arc<str>,
-        f: &Fetch<'_>,
+        sketch: &Sketch,
+        crawl_id: Option<&str>,
         answers: Option<&[ShardAnswer]>,
         out: &mut Emitter,
     ) {
-        let sketch = f.sketch.expect("a filed fetch has content");
         // New or changed content: the old record leaves silently, its pairs are re-verified.
         let mut old: Vec<(u32, Arc<str>, PairInfo)> = Vec::new();
         if let Some(slot) = replaced {
@@ -1246,7 +1266,7 @@ impl NearIndex {
             self.drop_record(slot);
         }
         let mut candidates = self.insert_record(slot, url, sketch, answers);
-        self.mature_sample(slot, f.crawl_id, out);
+        self.mature_sample(slot, crawl_id, out);
         for (p, _, _) in &old {
             if self.first_sight(*p) {
                 candidates.push(*p);
@@ -1279,13 +1299,13 @@ impl NearIndex {
         let url: Arc<str> = self.page(slot).url.clone();
         for (partner, purl, info) in &old {
             if !found.iter().any(|(_, p, _)| p == partner) {
-                self.emit(&url, purl, PairState::Retracted, info, f.crawl_id, out);
+                self.emit(&url, purl, PairState::Retracted, info, crawl_id, out);
             }
         }
         for (purl, partner, info) in &found {
             let before = old.iter().find(|(p, _, _)| p == partner).map(|o| o.2.level);
             if before != Some(info.level) {
-                self.emit(&url, purl, PairState::Detected, info, f.crawl_id, out);
+                self.emit(&url, purl, PairState::Detected, info, crawl_id, out);
                 self.changes.push(PairChange {
                     a: url.clone(),
                     b: purl.clone(),
@@ -1406,10 +1426,7 @@ impl NearIndex {
         self.slots[slot as usize].site = site;
         let (keys, n) = keys(self.cfg.policy, sketch);
         let mut candidates = Vec::with_capacity(32);
-        let mut answer = Answer {
-            lens: [0; MAX_KEYS],
-            buckets: [&[][..]; MAX_KEYS],
-        };
+        let mut answer = Answer::empty();
         let (mask, mature) = match answers {
             Some(answers) => {
                 for a in answers {
@@ -1453,14 +1470,9 @@ impl NearIndex {
     /// Splits a page's `keys` by shard into `self.routed`.
     fn route(&mut self, keys: &[u32]) {
         let shards = self.shards.len();
-        self.routed.resize(shards, ShardKeys::default());
-        self.routed.iter_mut().for_each(|r| r.n = 0);
-        for (position, &k) in keys.iter().enumerate() {
-            let r = &mut self.routed[shard_of(k, shards)];
-            r.positions[r.n] = position as u8;
-            r.keys[r.n] = k;
-            r.n += 1;
-        }
+        self.routed.clear();
+        self.routed
+            .extend((0..shards).map(|i| ShardKeys::of(keys, i, shards)));
     }
 
     /// How much of each bucket the shards answer with.
@@ -1689,7 +1701,12 @@ impl WindowHost for Lockstep<'_> {
                 replaced,
                 url,
                 fetch,
-            } => self.index.file(slot, replaced, url, fetch, None, self.out),
+            } => {
+                let sketch = fetch.sketch.expect("a filed fetch has content");
+                let crawl_id = fetch.crawl_id;
+                self.index
+                    .file(slot, replaced, url, sketch, crawl_id, None, self.out)
+            }
         }
     }
 }
@@ -1885,10 +1902,7 @@ impl KeyShardStage {
                     self.shard.drop(*r, &self.mine(old));
                 }
                 let mine = self.mine(keys);
-                let mut answer = Answer {
-                    lens: [0; MAX_KEYS],
-                    buckets: [&[][..]; MAX_KEYS],
-                };
+                let mut answer = Answer::empty();
                 self.shard.answer(&mine, self.limits, &mut answer);
                 let buckets = mine.positions[..mine.n]
                     .iter()
@@ -1905,15 +1919,7 @@ impl KeyShardStage {
 
     /// The keys of `keys` that this shard holds.
     fn mine(&self, keys: &[u32]) -> ShardKeys {
-        let mut out = ShardKeys::default();
-        for (position, &k) in keys.iter().enumerate() {
-            if shard_of(k, self.of) == self.index {
-                out.positions[out.n] = position as u8;
-                out.keys[out.n] = k;
-                out.n += 1;
-            }
-        }
-        out
+        ShardKeys::of(keys, self.index, self.of)
     }
 }
 
@@ -1943,23 +1949,15 @@ impl NearIndex {
                 sketch,
                 crawl_id,
                 ..
-            } => {
-                let f = Fetch {
-                    url,
-                    sketch: Some(sketch),
-                    fetched_at_ms: 0,
-                    crawl_id: crawl_id.as_deref(),
-                };
-                let url = Arc::from(url.as_str());
-                self.file(
-                    *slot,
-                    replaced.as_ref().map(|r| r.0),
-                    url,
-                    &f,
-                    Some(answers),
-                    out,
-                );
-            }
+            } => self.file(
+                *slot,
+                replaced.as_ref().map(|r| r.0),
+                Arc::from(url.as_str()),
+                sketch,
+                crawl_id.as_deref(),
+                Some(answers),
+                out,
+            ),
         }
     }
 }
