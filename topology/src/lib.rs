@@ -100,6 +100,10 @@ pub struct Config {
     /// The cluster level whose canonical members and copies the `neardup.recrawl` hints name
     /// (`very_similar` by default, or `virtually_identical`).
     pub hint_level: PairLevel,
+    /// Split stages only: the number of key shards the index stage splits its key tables over
+    /// ([`Role::Shard`], [`Role::Verify`]); 0, the default, keeps them in the index stage. The
+    /// pairs are the same for any number.
+    pub key_shards: usize,
 }
 
 impl Default for Config {
@@ -118,6 +122,7 @@ impl Default for Config {
             mirrors: true,
             canonical: clusters::CanonicalPolicy::default(),
             hint_level: PairLevel::VerySimilar,
+            key_shards: 0,
         }
     }
 }
@@ -182,8 +187,11 @@ pub struct Topology {
     state: State,
     preparer: Preparer,
     emitter: Emitter,
-    /// The index stage's record of the page just applied, for the cluster stage.
+    /// The record of the page just applied for the next stage: the index stage's for the
+    /// cluster stage, or, in an index split by key, for the next key shard or the verify stage.
     indexed: Option<(String, Vec<u8>)>,
+    /// The steps of the page being applied, in an index stage split by key.
+    steps: Vec<near::Step>,
 }
 
 /// A fetch as the parts downstream of the pairs see it.
@@ -223,6 +231,29 @@ struct IndexedPage {
     changes: Vec<near::PairChange>,
 }
 
+/// A page's record through an index stage split by key (`key_shards`): the sequencer's steps
+/// for it, passed from key shard to key shard, each adding its answers to the filings, and on
+/// to the verify stage, which verifies the steps and completes the record for the cluster
+/// stage.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ShardedPage {
+    /// The record for the cluster stage, without the pair changes and the URLs that left the
+    /// window (the verify stage adds them).
+    page: IndexedPage,
+    /// The window's steps for the page, in order.
+    steps: Vec<near::Step>,
+    /// Per filing among `steps`, in order, the answers of the key shards it has passed.
+    answers: Vec<Vec<near::ShardAnswer>>,
+}
+
+/// A key shard's state in a shard stage.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ShardState {
+    stage: near::KeyShardStage,
+    /// Per partition of the index stage's input, the last origin applied (repeats are skipped).
+    origin_upto: BTreeMap<i32, i64>,
+}
+
 /// Everything a topology accumulates from its input: what a checkpoint saves
 /// ([`checkpoint`]).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -258,6 +289,11 @@ struct State {
     /// previous stage sends records again after a restart or a rebalance (at least once);
     /// applying one twice would apply its fetch, or its pair changes, twice.
     origin_upto: BTreeMap<i32, i64>,
+    /// In an index stage split by key: the window's bookkeeping, whose steps go to the key
+    /// shards and on to the verify stage (`near` stays empty).
+    sequencer: Option<near::Sequencer>,
+    /// In a shard stage: per partition of the steps topic (the shard's number), its key shard.
+    key_shards: BTreeMap<i32, ShardState>,
 }
 
 /// The part of the topology a process runs (DESIGN.md §3). The split stages together give
@@ -272,12 +308,26 @@ pub enum Role {
     Index,
     /// Everything downstream of the pairs, fed by [`Topology::apply_indexed`].
     Cluster,
+    /// With `key_shards` N: one key shard of an index stage split by key, fed by
+    /// [`Topology::apply_sharded`] from partition i (shard i of N) of the steps topic; its
+    /// record goes to partition i + 1, or to the verify stage after the last shard.
+    Shard,
+    /// With `key_shards` N: the verification of an index stage split by key (its pair events,
+    /// and the record for the cluster stage), fed by [`Topology::apply_sharded`] with the
+    /// records that passed every key shard.
+    Verify,
 }
 
 /// Why a configuration cannot run split.
 #[derive(Debug, thiserror::Error)]
-#[error("{0} runs only in the all-in-one stage (it feeds back into the index, or needs every page's signatures); turn it off or run --stage all")]
-pub struct RoleError(&'static str);
+#[error("{0}")]
+pub struct RoleError(String);
+
+impl RoleError {
+    fn all_in_one(what: &str) -> Self {
+        RoleError(format!("{what} runs only in the all-in-one stage (it feeds back into the index, or needs every page's signatures); turn it off or run --stage all"))
+    }
+}
 
 impl Topology {
     /// A topology with empty state.
@@ -312,6 +362,8 @@ impl Topology {
             role: Role::All,
             window: Default::default(),
             origin_upto: BTreeMap::new(),
+            sequencer: None,
+            key_shards: BTreeMap::new(),
         };
         Topology {
             params: cfg.params_fingerprint(),
@@ -321,6 +373,7 @@ impl Topology {
             cfg,
             emitter: Emitter::new(),
             indexed: None,
+            steps: Vec::new(),
         }
     }
 
@@ -328,13 +381,26 @@ impl Topology {
     pub fn with_role(cfg: Config, role: Role) -> Result<Self, RoleError> {
         if role != Role::All {
             if cfg.hm_veto.is_some() {
-                return Err(RoleError("the Hyperlink Map veto (hm_veto)"));
+                return Err(RoleError::all_in_one("the Hyperlink Map veto (hm_veto)"));
             }
             if cfg.track_evolution {
-                return Err(RoleError("cluster evolution"));
+                return Err(RoleError::all_in_one("cluster evolution"));
             }
         }
+        if matches!(role, Role::Shard | Role::Verify) && cfg.key_shards == 0 {
+            return Err(RoleError(format!(
+                "the {} stage needs key_shards (--key-shards), the number of key shards the index stage splits its key tables over: 1 or more, the same in every stage",
+                if role == Role::Shard { "shard" } else { "verify" }
+            )));
+        }
+        let split = cfg.key_shards > 0;
         let mut topo = Topology::new(cfg);
+        let near_cfg = topo.state.near.config().clone();
+        match role {
+            Role::Index if split => topo.state.sequencer = Some(near::Sequencer::new(near_cfg)),
+            Role::Verify => topo.state.near = near::NearIndex::follower(near_cfg),
+            _ => {}
+        }
         topo.state.role = role;
         topo.after_restore();
         Ok(topo)
@@ -343,7 +409,10 @@ impl Topology {
     /// Rebuilds what a checkpoint leaves out.
     pub(crate) fn after_restore(&mut self) {
         self.state.near.after_restore();
-        if self.state.role == Role::Index {
+        if let Some(s) = &mut self.state.sequencer {
+            s.after_restore();
+        }
+        if matches!(self.state.role, Role::Index | Role::Verify) {
             self.state.near.track_removed();
         }
     }
@@ -368,9 +437,12 @@ impl Topology {
         self.state.exact.stats()
     }
 
-    /// The sketch index's counters.
+    /// The sketch index's counters (in an index stage split by key, its window's).
     pub fn near_stats(&self) -> near::NearStats {
-        self.state.near.stats()
+        match &self.state.sequencer {
+            Some(s) => s.stats(),
+            None => self.state.near.stats(),
+        }
     }
 
     /// The sketch index (for inspection: live pairs, window, memory).
@@ -411,6 +483,11 @@ impl Topology {
                 self.emitter.emit(dl);
             }
         }
+        self.drain_outputs(out);
+    }
+
+    /// Hands the emitted outputs to `out`, counting them.
+    fn drain_outputs(&mut self, out: &mut Vec<Emit>) {
         for e in self.emitter.drain() {
             *self.state.stats.outputs.entry(e.kind).or_default() += 1;
             if e.kind == OutputKind::Pairs && is_detected(&e.value) {
@@ -422,17 +499,10 @@ impl Topology {
 
     /// True (and counted) for a record of the previous stage whose origin (partition, offset
     /// of that stage's input) was applied already; otherwise notes it as applied.
-    fn is_repeat(&mut self, (partition, offset): (i32, i64)) -> bool {
-        match self.state.origin_upto.get(&partition) {
-            Some(&upto) if offset <= upto => {
-                self.state.stats.repeats_skipped += 1;
-                true
-            }
-            _ => {
-                self.state.origin_upto.insert(partition, offset);
-                false
-            }
-        }
+    fn is_repeat(&mut self, origin: (i32, i64)) -> bool {
+        let repeat = already_applied(&mut self.state.origin_upto, origin);
+        self.state.stats.repeats_skipped += u64::from(repeat);
+        repeat
     }
 
     fn process_page(&mut self, page: &PageEvent, signed: Option<Signed>, source: &Source) {
@@ -461,9 +531,16 @@ impl Topology {
             if downstream {
                 self.advance_downstream(watermark);
             }
-            self.state
-                .near
-                .advance(watermark, page.crawl_id.as_deref(), &mut self.emitter);
+            match &mut self.state.sequencer {
+                Some(s) => self
+                    .steps
+                    .extend(s.advance(watermark, page.crawl_id.as_deref())),
+                None => {
+                    self.state
+                        .near
+                        .advance(watermark, page.crawl_id.as_deref(), &mut self.emitter)
+                }
+            }
             self.state.history.advance(watermark);
         }
         // The change since the previous fetch needs the window's history: it is the part of
@@ -551,15 +628,16 @@ impl Topology {
         if downstream {
             self.observe_exact(&page.url, checksum, page.fetched_at_ms);
         }
-        self.state.near.observe(
-            &near::Fetch {
-                url: &page.url,
-                sketch: sketch.as_ref(),
-                fetched_at_ms: page.fetched_at_ms,
-                crawl_id: page.crawl_id.as_deref(),
-            },
-            &mut self.emitter,
-        );
+        let fetch = near::Fetch {
+            url: &page.url,
+            sketch: sketch.as_ref(),
+            fetched_at_ms: page.fetched_at_ms,
+            crawl_id: page.crawl_id.as_deref(),
+        };
+        match &mut self.state.sequencer {
+            Some(s) => self.steps.extend(s.observe(&fetch)),
+            None => self.state.near.observe(&fetch, &mut self.emitter),
+        }
         let changes: Vec<near::PairChange> = self.state.near.take_changes().collect();
         match self.state.role {
             Role::Index => {
@@ -581,12 +659,29 @@ impl Topology {
                         } => (*partition, *offset),
                         Source::File { line, .. } => (0, *line as i64),
                     },
-                    in_window: self.state.near.sketch_of(&page.url).is_some(),
+                    in_window: match &self.state.sequencer {
+                        Some(s) => s.holds(&page.url),
+                        None => self.state.near.sketch_of(&page.url).is_some(),
+                    },
                     left: self.state.near.take_removed(),
                     changes,
                 };
-                let value = postcard::to_stdvec(&record).expect("an indexed page serializes");
-                self.indexed = Some((record.url, value));
+                let key = record.url.clone();
+                let value = if self.state.sequencer.is_some() {
+                    let steps = std::mem::take(&mut self.steps);
+                    let files = steps
+                        .iter()
+                        .filter(|s| matches!(s, near::Step::File { .. }))
+                        .count();
+                    postcard::to_stdvec(&ShardedPage {
+                        page: record,
+                        steps,
+                        answers: vec![Vec::new(); files],
+                    })
+                } else {
+                    postcard::to_stdvec(&record)
+                };
+                self.indexed = Some((key, value.expect("an indexed page serializes")));
             }
             _ => self.update_clusters(page.fetched_at_ms, changes),
         }
@@ -632,6 +727,105 @@ impl Topology {
     /// The index stage: the record for the cluster stage of the page just applied (key, value).
     pub fn take_indexed(&mut self) -> Option<(String, Vec<u8>)> {
         self.indexed.take()
+    }
+
+    /// The shard and verify stages of an index split by key: applies one record of the steps
+    /// topic's `partition` (a shard stage: shard `partition` of `key_shards`, which adds its
+    /// answers and passes the record on through [`Self::take_indexed`]) or of the topic after
+    /// the last shard (the verify stage: the pair events go to `out`, the record for the
+    /// cluster stage to [`Self::take_indexed`]). The pairs are exactly those of one index
+    /// stage. An error means the stages disagree (on `key_shards`, or the steps topic's
+    /// partitions): the record is not applied.
+    pub fn apply_sharded(
+        &mut self,
+        record: Sharded,
+        partition: i32,
+        out: &mut Vec<Emit>,
+    ) -> Result<(), InternalRecordError> {
+        let mut r = record.0;
+        // Stages of another `key_shards` have another state fingerprint: the reader refused
+        // their records.
+        let n = self.cfg.key_shards;
+        let files = r
+            .steps
+            .iter()
+            .filter(|s| matches!(s, near::Step::File { .. }))
+            .count();
+        if files != r.answers.len() {
+            return Err(InternalRecordError(format!(
+                "{files} filings with answers for {}",
+                r.answers.len()
+            )));
+        }
+        self.state.stats.records += 1;
+        match self.state.role {
+            Role::Shard => {
+                let i = usize::try_from(partition)
+                    .ok()
+                    .filter(|&i| i < n)
+                    .ok_or_else(|| {
+                        InternalRecordError(format!(
+                            "a record of partition {partition} of the steps topic, which needs exactly key_shards = {n} partitions"
+                        ))
+                    })?;
+                let near_cfg = self.state.near.config();
+                let shard = self
+                    .state
+                    .key_shards
+                    .entry(partition)
+                    .or_insert_with(|| ShardState {
+                        stage: near::KeyShardStage::new(near_cfg, i, n),
+                        origin_upto: BTreeMap::new(),
+                    });
+                if already_applied(&mut shard.origin_upto, r.page.origin) {
+                    self.state.stats.repeats_skipped += 1;
+                    return Ok(());
+                }
+                let mut answers = r.answers.iter_mut();
+                for step in &r.steps {
+                    if let Some(a) = shard.stage.apply(step) {
+                        answers.next().expect("counted above").push(a);
+                    }
+                }
+                let value = postcard::to_stdvec(&*r).expect("a sharded page serializes");
+                self.indexed = Some((r.page.url, value));
+                Ok(())
+            }
+            Role::Verify => {
+                if let Some(short) = r.answers.iter().find(|a| a.len() != n) {
+                    return Err(InternalRecordError(format!(
+                        "a filing answered by {} of {n} key shards (every shard stage must pass it on)",
+                        short.len()
+                    )));
+                }
+                if self.is_repeat(r.page.origin) {
+                    return Ok(());
+                }
+                match r.page.checksum {
+                    Some(_) => self.state.stats.pages += 1,
+                    None => self.state.stats.no_content += 1,
+                }
+                self.emitter.set_at(&format_time(r.page.fetched_at_ms));
+                let mut answers = r.answers.iter();
+                for step in &r.steps {
+                    let a: &[near::ShardAnswer] = match step {
+                        near::Step::File { .. } => answers.next().expect("counted above"),
+                        near::Step::Remove { .. } => &[],
+                    };
+                    self.state.near.follow(step, a, &mut self.emitter);
+                }
+                let mut page = r.page;
+                page.changes = self.state.near.take_changes().collect();
+                page.left = self.state.near.take_removed();
+                let value = postcard::to_stdvec(&page).expect("an indexed page serializes");
+                self.indexed = Some((page.url, value));
+                self.drain_outputs(out);
+                Ok(())
+            }
+            role => Err(InternalRecordError(format!(
+                "a record of the key shards given to a stage of role {role:?}"
+            ))),
+        }
     }
 
     /// The cluster stage: applies one record of the index stage ([`Self::take_indexed`],
@@ -953,6 +1147,21 @@ pub enum SignOutput {
 /// A record of the index stage for the cluster stage, read back.
 pub struct Indexed(Box<IndexedPage>);
 
+/// A record of an index stage split by key, read back ([`Topology::apply_sharded`]).
+pub struct Sharded(Box<ShardedPage>);
+
+/// True when `origin` (partition, offset of a previous stage's input) is at or below the last
+/// one applied of its partition; otherwise notes it as applied.
+fn already_applied(upto: &mut BTreeMap<i32, i64>, (partition, offset): (i32, i64)) -> bool {
+    match upto.get(&partition) {
+        Some(&last) if offset <= last => true,
+        _ => {
+            upto.insert(partition, offset);
+            false
+        }
+    }
+}
+
 /// Reads the split topology's internal records back (on any thread), refusing those of another
 /// format or made under other parameters. It holds the parameter fingerprints, so they are
 /// computed once, not for every record.
@@ -998,6 +1207,14 @@ impl InternalReader {
         let r: IndexedPage = read_internal(value, |r: &IndexedPage| r.format)?;
         same_parameters("indexed", &r.state, &self.state)?;
         Ok(Indexed(Box::new(r)))
+    }
+
+    /// The shard and verify stages of an index split by key: a record of the index stage or
+    /// of a key shard, for [`Topology::apply_sharded`].
+    pub fn sharded(&self, value: &[u8]) -> Result<Sharded, InternalRecordError> {
+        let r: ShardedPage = read_internal(value, |r: &ShardedPage| r.page.format)?;
+        same_parameters("sharded", &r.page.state, &self.state)?;
+        Ok(Sharded(Box::new(r)))
     }
 }
 

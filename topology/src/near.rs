@@ -605,7 +605,7 @@ impl ShardKeys {
 /// newest `max_bucket − 1` pages (its candidates when the bucket is hot) and newest
 /// `4 · boilerplate_sample` (where it samples the site), and a checksum bucket whole unless it
 /// has `max_pairs_per_join` pages or more (then none).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct ViewLimits {
     checksum: usize,
     other: usize,
@@ -1018,7 +1018,6 @@ pub struct NearIndex {
     #[serde(skip)]
     whole_buckets: bool,
     /// A [`Self::follower`]: steps and answers come from outside.
-    #[serde(skip)]
     following: bool,
     pairs: HashMap<(u32, u32), PairInfo, crate::hash::StrBuild>,
     partners: HashMap<u32, Vec<u32>, crate::hash::StrBuild>,
@@ -1078,6 +1077,10 @@ impl NearIndex {
 
     /// Rebuilds what a checkpoint leaves out (the URL map) after a restore.
     pub(crate) fn after_restore(&mut self) {
+        if self.following {
+            // A follower's window stays empty: the sequencer keeps it.
+            return;
+        }
         self.window.by_url = self
             .pages
             .iter()
@@ -1752,11 +1755,12 @@ pub enum Step {
 /// pages are still being verified (the index stage split by key: sequencer -> key shards ->
 /// verifier). It keeps each windowed page's URL and signatures, to tell an unchanged refetch
 /// and to name the keys that leave.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Sequencer {
     cfg: NearConfig,
     window: Window,
     held: Vec<Option<(Arc<str>, Sketch)>>,
+    #[serde(skip)]
     steps: Vec<Step>,
 }
 
@@ -1830,6 +1834,33 @@ impl Sequencer {
         }
     }
 
+    /// Rebuilds what a checkpoint leaves out (the URL map) after a restore.
+    pub(crate) fn after_restore(&mut self) {
+        self.window.by_url = self
+            .held
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, p)| p.as_ref().map(|p| (p.0.clone(), slot as u32)))
+            .collect();
+    }
+
+    /// True when `url` is in the window.
+    pub fn holds(&self, url: &str) -> bool {
+        self.window.by_url.contains_key(url)
+    }
+
+    /// The window's counters (pages, evictions, stale fetches); the pair counters are the
+    /// verifier's.
+    pub fn stats(&self) -> NearStats {
+        NearStats {
+            pages: self.window.by_url.len() as u64,
+            stale: self.window.stale,
+            evicted_by_time: self.window.evicted_by_time,
+            evicted_by_budget: self.window.evicted_by_budget,
+            ..NearStats::default()
+        }
+    }
+
     /// The steps of one fetch (as [`NearIndex::observe`]).
     pub fn observe(&mut self, f: &Fetch<'_>) -> Vec<Step> {
         let mut host = Held {
@@ -1865,7 +1896,7 @@ pub struct ShardAnswer {
 /// Shard `index` of `of` key shards on its own, as an instance of an index stage partitioned
 /// by key: it takes a [`Sequencer`]'s steps in order, keeps the buckets of its keys, and answers
 /// each filing for the verifier ([`NearIndex::follow`]).
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct KeyShardStage {
     shard: KeyShard,
     index: usize,

@@ -194,6 +194,186 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     assert_same_outputs(&expected, &got);
 }
 
+/// The index stage split by key: the index stage keeps the window and sends each page's steps
+/// to key shard 0, each shard adds its answers and passes the record to the next, and the
+/// verify stage verifies them and feeds the cluster stage. With three shards over two instances
+/// (one holding shards 0 and 2, as an instance owning two partitions of the steps topic does),
+/// the outputs are the all-in-one outputs, kind by kind and in order, with pages evicted by the
+/// budget, records sent again (skipped by the shards and the verify stage) and every part
+/// restored from a checkpoint mid-stream.
+#[test]
+fn an_index_split_over_key_shards_gives_the_all_in_one_outputs() {
+    let mut cfg = everything_on();
+    cfg.hm_veto = None;
+    cfg.track_evolution = false;
+    cfg.near.max_pages = 40;
+    cfg.key_shards = 3;
+    let lines = mixed_stream();
+    let src = |i: usize| Source::Kafka {
+        topic: "crawl.pages".into(),
+        partition: (i % 2) as i32,
+        offset: i as i64,
+    };
+
+    let mut whole = Topology::new(cfg.clone());
+    let mut expected = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        whole.process(line, &src(i), &mut expected);
+    }
+    assert!(whole.near_stats().evicted_by_budget > 0);
+
+    let mut preparer = Preparer::new(&cfg);
+    let sign = SignStage::new(&cfg);
+    let mut signer = Topology::new(cfg.clone());
+    let role = |r| Topology::with_role(cfg.clone(), r).expect("a stage");
+    let mut index = role(Role::Index);
+    // Shards 0 and 2 in one instance, shard 1 in another.
+    let mut shards = [role(Role::Shard), role(Role::Shard)];
+    let instance = |p: i32| usize::from(p == 1);
+    let mut verify = role(Role::Verify);
+    let mut cluster = role(Role::Cluster);
+    let reader = InternalReader::new(&cfg);
+    let mut got = Vec::new();
+    let (mut sequenced, mut verified): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+    for (i, line) in lines.iter().enumerate() {
+        let value = match sign.output(preparer.prepare(line), line, &src(i), &mut signer) {
+            SignOutput::DeadLetter(e) => {
+                got.push(e);
+                continue;
+            }
+            SignOutput::Internal { value, .. } => value,
+        };
+        index.apply(
+            reader.signed(&value).expect("reads back"),
+            &[],
+            &src(i),
+            &mut got,
+        );
+        let (_, mut record) = index.take_indexed().expect("a record for shard 0");
+        sequenced.push(record.clone());
+        for p in 0..3 {
+            let before = got.len();
+            let shard = &mut shards[instance(p)];
+            let read = reader.sharded(&record).expect("reads back");
+            shard.apply_sharded(read, p, &mut got).expect("applies");
+            assert_eq!(got.len(), before, "a key shard publishes nothing");
+            record = shard.take_indexed().expect("a record for the next stage").1;
+        }
+        verified.push(record.clone());
+        let read = reader.sharded(&record).expect("reads back");
+        verify.apply_sharded(read, 0, &mut got).expect("verifies");
+        let (_, record) = verify
+            .take_indexed()
+            .expect("a record for the cluster stage");
+        cluster.apply_indexed(reader.indexed(&record).expect("reads back"), &mut got);
+        if sequenced.len() % 30 == 0 {
+            // The index stage, then the last shard, restarted and send their last records again:
+            // the next stage applies each once.
+            for again in &sequenced[sequenced.len() - 4..] {
+                let read = reader.sharded(again).unwrap();
+                shards[0].apply_sharded(read, 0, &mut got).unwrap();
+                assert!(
+                    shards[0].take_indexed().is_none(),
+                    "a repeat is not passed on"
+                );
+            }
+            for again in &verified[verified.len() - 3..] {
+                let before = got.len();
+                verify
+                    .apply_sharded(reader.sharded(again).unwrap(), 0, &mut got)
+                    .unwrap();
+                assert_eq!(got.len(), before, "a repeat has no outputs");
+                assert!(verify.take_indexed().is_none(), "nor a record to forward");
+            }
+        }
+        if sequenced.len() == 70 {
+            // Every part restarts from a checkpoint.
+            let restore = |t: &Topology| {
+                let ck = neardup_topology::checkpoint::write(t, "t", &BTreeMap::new());
+                neardup_topology::checkpoint::restore(cfg.clone(), "t", &ck)
+                    .expect("restores")
+                    .0
+            };
+            index = restore(&index);
+            shards = [restore(&shards[0]), restore(&shards[1])];
+            verify = restore(&verify);
+        }
+    }
+    assert!(sequenced.len() > 100);
+    assert_eq!(
+        shards[0].stats().repeats_skipped,
+        4 * (sequenced.len() / 30) as u64
+    );
+    assert_eq!(
+        verify.stats().repeats_skipped,
+        3 * (sequenced.len() / 30) as u64
+    );
+    assert_eq!(index.near_stats().pages, whole.near_stats().pages);
+    assert_eq!(
+        index.near_stats().evicted_by_budget,
+        whole.near_stats().evicted_by_budget
+    );
+    assert_eq!(
+        verify.near_index().live_pairs(),
+        whole.near_index().live_pairs()
+    );
+    let mut tail = Vec::new();
+    whole.finish(&mut tail);
+    expected.extend(tail);
+    let mut tail = Vec::new();
+    cluster.finish(&mut tail);
+    got.extend(tail);
+    let want = by_kind(&expected);
+    assert!(want[&OutputKind::Pairs].len() > 50, "the stream has pairs");
+    assert_same_outputs(&expected, &got);
+}
+
+/// Stages that disagree about the key shards stop rather than verify with missing answers.
+#[test]
+fn a_record_that_missed_a_key_shard_or_of_another_split_is_refused() {
+    let mut cfg = everything_on();
+    cfg.hm_veto = None;
+    cfg.track_evolution = false;
+    cfg.key_shards = 2;
+    let reader = InternalReader::new(&cfg);
+    let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
+    let mut shard = Topology::with_role(cfg.clone(), Role::Shard).expect("shard");
+    let mut verify = Topology::with_role(cfg.clone(), Role::Verify).expect("verify");
+    let line = &mixed_stream()[0];
+    let src = Source::File {
+        file: "x".into(),
+        line: 1,
+    };
+    index.process(line, &src, &mut Vec::new());
+    let (_, value) = index.take_indexed().expect("a record");
+    let mut out = Vec::new();
+    // Past shard 0 only: shard 1's answers are missing.
+    shard
+        .apply_sharded(reader.sharded(&value).unwrap(), 0, &mut out)
+        .unwrap();
+    let (_, once) = shard.take_indexed().expect("passed on");
+    refused(
+        verify.apply_sharded(reader.sharded(&once).unwrap(), 0, &mut out),
+        "answered by 1 of 2",
+    );
+    // A partition beyond the shards.
+    refused(
+        shard.apply_sharded(reader.sharded(&value).unwrap(), 2, &mut out),
+        "exactly key_shards = 2 partitions",
+    );
+    // Stages of another number of shards.
+    let mut three = cfg.clone();
+    three.key_shards = 3;
+    refused(InternalReader::new(&three).sharded(&value), "parameters");
+    assert!(out.is_empty());
+    let mut none = cfg.clone();
+    none.key_shards = 0;
+    let err = Topology::with_role(none, Role::Shard)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("--key-shards"), "{err}");
+}
+
 /// Reading an internal record back failed, with an error that says `why`.
 fn refused<T>(read: Result<T, InternalRecordError>, why: &str) {
     let err = read.err().expect("refused");
