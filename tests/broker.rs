@@ -636,6 +636,104 @@ async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     }
 }
 
+/// The index stage split by key over the broker: `--stage index --key-shards 2` keeps the
+/// window and sends each page's steps into the two-partition steps topic, `--stage shard`
+/// instances in one consumer group share its partitions (each adds its key shard's answers and
+/// passes the record on), and `--stage verify` publishes the pairs and feeds the cluster stage.
+/// A first shard instance holds both key shards until a second joins mid-stream and takes one
+/// over (rebuilding that shard's state from its partition if records are left for it). Shards,
+/// verify and cluster run side by side, as deployed, until the outputs are those of the
+/// all-in-one run (the oracle), kind by kind and in order; after SIGTERM each exits 0 and
+/// nothing more has been published. A shard stage whose steps topic does not exist, or whose
+/// `--key-shards` disagrees with its partitions, refuses to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_split_over_two_key_shards_publishes_the_all_in_one_outputs() {
+    let s = Setup::new("keyshards").await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    s.create_internal_topics(1).await;
+    let shard = |n: &'static str| ["--stage", "shard", "--key-shards", n];
+    let err = s.run_logged(&[&shard("2")[..], &["--exit-at-end"]].concat(), false);
+    assert!(err.contains("internal.steps does not exist"), "{err}");
+    let (steps, answered) = (
+        format!("{}internal.steps", s.prefix),
+        format!("{}internal.answered", s.prefix),
+    );
+    s.create_topics(&[(&steps, 2), (&answered, 1)]).await;
+    let err = s.run_logged(&[&shard("3")[..], &["--exit-at-end"]].concat(), false);
+    assert!(
+        err.contains("has 2 partitions and --key-shards is 3"),
+        "{err}"
+    );
+    for stage in ["sign", "index"] {
+        let mut p = s.spawn(&["--stage", stage, "--key-shards", "2", "--exit-at-end"]);
+        assert!(
+            wait_exit(&mut p, Duration::from_secs(120)).success(),
+            "--stage {stage}"
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("neardup-keyshards-{}", s.group));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let slow = ["--max-in-flight", "1"];
+    let mut running = vec![s.spawn_logged(
+        &[&shard("2")[..], &slow, &["-X", "client.id=zz-first"]].concat(),
+        &log_a,
+    )];
+    for stage in ["verify", "cluster"] {
+        running.push(s.spawn(&["--stage", stage, "--key-shards", "2"]));
+    }
+    // The second instance joins once the first has passed a fifth of the pages on.
+    let pages = signature_count(&sample);
+    let started = Instant::now();
+    while s.count_topic(&answered) < pages / 5 {
+        assert!(
+            running[0].try_wait().unwrap().is_none(),
+            "the shard stage exited"
+        );
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running.push(s.spawn_logged(
+        &[&shard("2")[..], &slow, &["-X", "client.id=aa-second"]].concat(),
+        &log_b,
+    ));
+    let want = s.oracle(&sample);
+    let started = Instant::now();
+    loop {
+        let got = s.read_outputs();
+        if OutputKind::ALL.iter().all(|k| got[k] == want[k]) {
+            break;
+        }
+        for c in &mut running {
+            assert!(c.try_wait().unwrap().is_none(), "a stage exited early");
+        }
+        let counts: Vec<_> = OutputKind::ALL
+            .iter()
+            .map(|k| (k, got[k].len(), want[k].len()))
+            .collect();
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "the split run did not reach the all-in-one outputs (kind, got, wanted): {counts:?}"
+        );
+    }
+    for c in &mut running {
+        assert!(signal_and_wait(c, "-TERM").success());
+    }
+    let got = s.read_outputs();
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+    assert!(!got[&OutputKind::Pairs].is_empty() && !got[&OutputKind::Clusters].is_empty());
+    // The second instance took a key shard over (the first released it mid-stream).
+    let b = std::fs::read_to_string(&log_b).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        b.contains("partitions assigned") && b.contains(&format!("{steps}/")),
+        "the second shard instance took no key shard over:\n{b}"
+    );
+}
+
 /// Sends `records` to the two-partition input in alternating stretches of 40 records (counted
 /// from `first`, the place of `records[0]` in the stream), so a partition's batches arrive far
 /// ahead of, or behind, the other's in event time. Returns them in the order a run merges them

@@ -48,6 +48,12 @@ pub struct TopologyArgs {
     /// A page joining an exact-duplicate group that already has this many members gets no pair events.
     #[arg(long, default_value_t = 1000, env = "NEARDUP_MAX_PAIRS_PER_JOIN")]
     pub max_pairs_per_join: usize,
+    /// Split stages: the number of key shards the index stage splits its key tables over
+    /// (`--stage shard`, one per partition of PREFIX + `internal.steps`, and `--stage verify`);
+    /// 0 keeps them in the index stage. Every stage must be given the same number; the pairs
+    /// are the same for any.
+    #[arg(long, default_value_t = 0, env = "NEARDUP_KEY_SHARDS")]
+    pub key_shards: usize,
     /// Alg. B shingling profile: `henzinger` (k = 8, no wrap-around) or `fmn` (k = 5, wrap-around).
     #[arg(long, default_value = "henzinger", value_parser = parse_profile, env = "NEARDUP_SHINGLE_PROFILE")]
     pub shingle_profile: neardup_topology::sketch::minhash::Profile,
@@ -159,6 +165,7 @@ impl TopologyArgs {
                 ..defaults.decode
             },
             max_pairs_per_join: self.max_pairs_per_join,
+            key_shards: self.key_shards,
             signer: neardup_topology::signer::SignerConfig {
                 profile: self.shingle_profile,
                 max_terms: self.max_terms.max(1),
@@ -196,8 +203,20 @@ pub enum Stage {
     Sign,
     /// The sliding-window sketch index and pair verification, reading PREFIX + `internal.signed`
     /// with the consumer group GROUP + `.index`: publishes the signatures and pairs, and one
-    /// record per page to PREFIX + `internal.indexed` for the cluster stage.
+    /// record per page to PREFIX + `internal.indexed` for the cluster stage. With
+    /// `--key-shards N`, it keeps only the window and publishes the signatures; each page's
+    /// steps go to partition 0 of PREFIX + `internal.steps` (N partitions), through the shard
+    /// stages to the verify stage.
     Index,
+    /// With `--key-shards N`: key shard i of the index stage for each partition i of
+    /// PREFIX + `internal.steps` it is assigned (consumer group GROUP + `.shard`; up to N
+    /// instances): answers each filing from its part of the key tables and passes the record to
+    /// partition i + 1, or, from the last shard, to PREFIX + `internal.answered`.
+    Shard,
+    /// With `--key-shards N`: the pair verification of an index stage split by key, reading
+    /// PREFIX + `internal.answered` (consumer group GROUP + `.verify`): publishes the pairs, and
+    /// one record per page to PREFIX + `internal.indexed` for the cluster stage.
+    Verify,
     /// Everything downstream of the pairs: exact groups, near-duplicate clusters, crawl hints,
     /// mirrors and collections, reading PREFIX + `internal.indexed` with the consumer group
     /// GROUP + `.cluster`.
@@ -214,6 +233,8 @@ impl Stage {
             Stage::All => "all",
             Stage::Sign => "sign",
             Stage::Index => "index",
+            Stage::Shard => "shard",
+            Stage::Verify => "verify",
             Stage::Cluster => "cluster",
             Stage::Mirror => "mirror",
         }
@@ -225,6 +246,8 @@ impl Stage {
         match self {
             Stage::All => Some(Role::All),
             Stage::Index => Some(Role::Index),
+            Stage::Shard => Some(Role::Shard),
+            Stage::Verify => Some(Role::Verify),
             Stage::Cluster => Some(Role::Cluster),
             Stage::Sign | Stage::Mirror => None,
         }
@@ -244,7 +267,9 @@ pub struct RunArgs {
     pub check_config: bool,
     /// Which part of the topology this process runs: `all` (every stage in one process, the
     /// default), or `sign`, `index` and `cluster`, the split stages connected by the internal
-    /// topics PREFIX + `internal.signed` and PREFIX + `internal.indexed` (DESIGN.md §3).
+    /// topics PREFIX + `internal.signed` and PREFIX + `internal.indexed` (DESIGN.md §3); with
+    /// `--key-shards N`, the index stage is split further into `index`, `shard` and `verify`,
+    /// connected by PREFIX + `internal.steps` (N partitions) and PREFIX + `internal.answered`.
     /// `mirror` is accepted by `--check-config` but refused by `run`: the cluster stage runs the
     /// mirrors and collections.
     #[arg(long, value_enum, default_value_t = Stage::All, env = "NEARDUP_STAGE")]
@@ -265,6 +290,8 @@ pub struct RunArgs {
     #[arg(short = 'X', long = "kafka", value_parser = parse_kv, env = "NEARDUP_KAFKA", value_delimiter = ',')]
     pub kafka: Vec<(String, String)>,
     /// Stop when every assigned partition has been read to its end (for batch jobs and tests).
+    /// A shard stage stops when its partitions are at their end at that moment, even if the
+    /// shard before it will pass it more: run shard stages until SIGTERM.
     #[arg(long, env = "NEARDUP_EXIT_AT_END")]
     pub exit_at_end: bool,
     /// Serve the cluster map (`GET /clusters?url=URL`) and `/healthz` over HTTP on this address,

@@ -96,6 +96,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pairs_per_join: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_shards: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub shingle_profile: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_terms: Option<usize>,
@@ -292,6 +294,7 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             f.max_pairs_per_join,
             "max_pairs_per_join"
         );
+        overlay!(m, a.key_shards, f.key_shards, "key_shards");
         overlay!(
             m,
             a.shingle_profile,
@@ -536,6 +539,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             max_partition_skew: Some(Dur(t.max_partition_skew)),
             max_body_bytes: Some(Size(t.max_body_bytes)),
             max_pairs_per_join: Some(t.max_pairs_per_join),
+            key_shards: Some(t.key_shards),
             shingle_profile: Some(profile_name(t.shingle_profile).to_owned()),
             max_terms: Some(t.max_terms),
             emit_minvalues: Some(t.emit_minvalues),

@@ -36,8 +36,8 @@ use futures::FutureExt;
 use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{
-    Emit, Indexed, InternalReader, InternalRecordError, Prepared, Preparer, SignOutput, SignStage,
-    Topology,
+    Emit, Indexed, InternalReader, InternalRecordError, Prepared, Preparer, Sharded, SignOutput,
+    SignStage, Topology,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
@@ -130,10 +130,29 @@ impl KafkaOptions {
         format!("{}internal.indexed", self.output_prefix)
     }
 
+    /// The internal topic of an index stage split by key: partition i holds the records for key
+    /// shard i (as many partitions as `key_shards`).
+    pub fn steps_topic(&self) -> String {
+        format!("{}internal.steps", self.output_prefix)
+    }
+
+    /// The internal topic from the last key shard to the verify stage (one partition).
+    pub fn answered_topic(&self) -> String {
+        format!("{}internal.answered", self.output_prefix)
+    }
+
     /// These options as the stage reads its input: the index stage reads the internal topic
     /// with a consumer group of its own.
     fn for_stage(&self) -> KafkaOptions {
         let mut o = self.clone();
+        if self.stage == Stage::Shard {
+            o.input_topic = self.steps_topic();
+            o.group = format!("{}.shard", self.group);
+        }
+        if self.stage == Stage::Verify {
+            o.input_topic = self.answered_topic();
+            o.group = format!("{}.verify", self.group);
+        }
         if self.stage == Stage::Index {
             o.input_topic = self.internal_topic();
             o.group = format!("{}.index", self.group);
@@ -320,7 +339,9 @@ pub async fn run(
     let started = Instant::now();
     // Records of several partitions are applied in event-time order (crate::merge), which
     // needs to know which partitions are read to their end; so does --exit-at-end.
-    let merging = opts.stage != Stage::Sign && !opts.partition_wait.is_zero();
+    // (Not in the shard stage: each partition of the steps topic is a shard of its own.)
+    let merging =
+        !matches!(opts.stage, Stage::Sign | Stage::Shard) && !opts.partition_wait.is_zero();
     let eof = if opts.exit_at_end || merging {
         "true"
     } else {
@@ -329,7 +350,10 @@ pub async fn run(
     // The sign and index stages' records must reach the next stage in order (a repeat is
     // recognised by its offset being below the last one applied): an idempotent producer keeps
     // the order through retries.
-    let idempotent = if matches!(opts.stage, Stage::Sign | Stage::Index) {
+    let idempotent = if matches!(
+        opts.stage,
+        Stage::Sign | Stage::Index | Stage::Shard | Stage::Verify
+    ) {
         "true"
     } else {
         "false"
@@ -409,7 +433,14 @@ pub async fn run(
             None => Topology::new(cfg),
         },
     };
-    if matches!(opts.stage, Stage::Index | Stage::Cluster) {
+    let key_shards = topo.config().key_shards;
+    let by_key =
+        key_shards > 0 && matches!(opts.stage, Stage::Index | Stage::Shard | Stage::Verify);
+    if by_key {
+        check_steps_partitions(&consumer, &opts.steps_topic(), key_shards)?;
+        check_one_partition(&consumer, &opts.answered_topic())?;
+    }
+    if matches!(opts.stage, Stage::Index | Stage::Verify | Stage::Cluster) {
         check_one_partition(&consumer, &opts.indexed_topic())?;
     }
     if opts.stage == Stage::Sign {
@@ -444,6 +475,19 @@ pub async fn run(
     let sign = SignStage::new(&cfg_for_pool);
     let internal_topic = opts.internal_topic();
     let indexed_topic = opts.indexed_topic();
+    let steps_topic = opts.steps_topic();
+    let answered_topic = opts.answered_topic();
+    // Where the record for the next stage goes: from the index stage split by key to shard 0,
+    // from shard i to shard i + 1 or, from the last, to the verify stage; else to the cluster
+    // stage.
+    let next_stage = |p: i32| -> (&String, Option<i32>) {
+        match opts.stage {
+            Stage::Index if by_key => (&steps_topic, Some(0)),
+            Stage::Shard if (p as usize) + 1 < key_shards => (&steps_topic, Some(p + 1)),
+            Stage::Shard => (&answered_topic, Some(0)),
+            _ => (&indexed_topic, None),
+        }
+    };
     let mut preparing = FuturesOrdered::new();
     let in_flight_gauge = gauge!("neardup_in_flight_records");
     let mut merge: Merge<(i64, u32, Vec<u8>, Ready)> = Merge::default();
@@ -550,6 +594,12 @@ pub async fn run(
             match prepared {
                 Ready::Page(prepared) => topo.apply(prepared, &payload, &src, &mut out),
                 Ready::Indexed(record) => topo.apply_indexed(record, &mut out),
+                Ready::Sharded(record) => topo.apply_sharded(record, p, &mut out).map_err(|e| {
+                    anyhow!(
+                        "{e} (stopped at {}/{p} offset {o}, not committed)",
+                        opts.input_topic
+                    )
+                })?,
             }
             process_seconds.record(t0.elapsed().as_secs_f64());
             guard
@@ -565,7 +615,8 @@ pub async fn run(
                 deliveries.push(send(&producer, &topics[&e.kind], &e).await?);
             }
             if let Some((key, value)) = topo.take_indexed() {
-                deliveries.push(send_raw(&producer, &indexed_topic, None, &key, &value).await?);
+                let (topic, partition) = next_stage(p);
+                deliveries.push(send_raw(&producer, topic, partition, &key, &value).await?);
             }
             in_flight.push_back(acknowledged(deliveries, p, o, era).boxed());
             applied_shared
@@ -702,7 +753,7 @@ pub async fn run(
                     }
                     let at = match &prepared {
                         Ready::Page(page) => page.event_time_ms(),
-                        Ready::Indexed(_) => None,
+                        Ready::Indexed(_) | Ready::Sharded(_) => None,
                     };
                     merge.push(p, at, (o, era, payload, prepared));
                 } else {
@@ -770,6 +821,7 @@ type PrepareResult = (Vec<u8>, Result<Ready, InternalRecordError>);
 enum Ready {
     Page(Prepared),
     Indexed(Indexed),
+    Sharded(Sharded),
 }
 
 /// A record prepared as the stage prepares it, for restoring state: read back from an internal
@@ -783,6 +835,7 @@ fn prepare_silently(
     Ok(match stage {
         Stage::Index => Ready::Page(reader.signed(payload)?),
         Stage::Cluster => Ready::Indexed(reader.indexed(payload)?),
+        Stage::Shard | Stage::Verify => Ready::Sharded(reader.sharded(payload)?),
         _ => Ready::Page(
             preparer
                 .as_mut()
@@ -838,6 +891,19 @@ fn check_signed_partitions(
     }
 }
 
+/// The steps topic of an index stage split by key holds one partition per key shard.
+fn check_steps_partitions(
+    consumer: &StreamConsumer<RunContext>,
+    topic: &str,
+    key_shards: usize,
+) -> Result<()> {
+    match partition_count(consumer, topic)? {
+        n if n == key_shards => Ok(()),
+        0 => bail!("the internal topic {topic} does not exist: create it with --key-shards ({key_shards}) partitions before starting the index, shard and verify stages"),
+        n => bail!("the internal topic {topic} has {n} partitions and --key-shards is {key_shards}: each partition holds the records of one key shard, so they must be equal (recreate the topic, or give every stage --key-shards {n})"),
+    }
+}
+
 /// The index stage's records reach the cluster stage in the order they were applied only
 /// through a topic of one partition.
 fn check_one_partition(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<()> {
@@ -878,6 +944,9 @@ impl PreparePool {
                             let prepared = match stage {
                                 Stage::Index => reader.signed(&raw).map(Ready::Page),
                                 Stage::Cluster => reader.indexed(&raw).map(Ready::Indexed),
+                                Stage::Shard | Stage::Verify => {
+                                    reader.sharded(&raw).map(Ready::Sharded)
+                                }
                                 _ => Ok(Ready::Page(preparer.prepare(&raw))),
                             };
                             seconds.record(t0.elapsed().as_secs_f64());
@@ -1217,8 +1286,11 @@ fn restore_partitions(
     }
     tokio::task::block_in_place(|| {
         let internal = InternalReader::new(topo.config());
-        let mut preparer = (!matches!(opts.stage, Stage::Index | Stage::Cluster))
-            .then(|| Preparer::new(topo.config()));
+        let mut preparer = (!matches!(
+            opts.stage,
+            Stage::Index | Stage::Cluster | Stage::Shard | Stage::Verify
+        ))
+        .then(|| Preparer::new(topo.config()));
         // Per partition of `todo`: its next record is in the merge, or it is read up to `first`.
         let (mut buffered, mut done) = (vec![false; todo.len()], vec![false; todo.len()]);
         let mut merge: Merge<(i64, Vec<u8>, Ready)> = Merge::default();
@@ -1254,7 +1326,7 @@ fn restore_partitions(
                     })?;
                 let at = match &ready {
                     Ready::Page(page) => page.event_time_ms(),
-                    Ready::Indexed(_) => None,
+                    Ready::Indexed(_) | Ready::Sharded(_) => None,
                 };
                 merge.push(p, at, (m.offset(), payload, ready));
                 buffered[i] = true;
@@ -1280,6 +1352,16 @@ fn restore_partitions(
                     topo.take_indexed();
                 }
                 Ready::Indexed(record) => topo.apply_indexed(record, &mut scratch),
+                Ready::Sharded(record) => {
+                    topo.apply_sharded(record, p, &mut scratch)
+                        .with_context(|| {
+                            format!(
+                                "restoring state from {}/{p} offset {offset}",
+                                opts.input_topic
+                            )
+                        })?;
+                    topo.take_indexed();
+                }
             }
             scratch.clear();
             n += 1;
