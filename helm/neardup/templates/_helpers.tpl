@@ -51,7 +51,8 @@ order.
 */}}
 {{- define "neardup.stageNames" -}}
 {{- /* mirrors and collections run in the cluster stage */}}
-{{- if .Values.split }}sign index cluster{{ else }}all{{ end }}
+{{- /* with key shards, the index stage's key tables and verification run as stages of their own */}}
+{{- if .Values.split }}sign index{{ if gt (int (dig "topology" "key_shards" 0 .Values.config)) 0 }} shard verify{{ end }} cluster{{ else }}all{{ end }}
 {{- end }}
 
 {{/* Name of one stage's workload: full name and stage. */}}
