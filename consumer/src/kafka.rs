@@ -347,9 +347,9 @@ pub async fn run(
     } else {
         "false"
     };
-    // The sign and index stages' records must reach the next stage in order (a repeat is
-    // recognised by its offset being below the last one applied): an idempotent producer keeps
-    // the order through retries.
+    // The internal records of the sign, index, shard and verify stages must reach the next
+    // stage in order (a repeat is recognised by its offset being below the last one applied):
+    // an idempotent producer keeps the order through retries.
     let idempotent = if matches!(
         opts.stage,
         Stage::Sign | Stage::Index | Stage::Shard | Stage::Verify

@@ -734,8 +734,9 @@ impl Topology {
     /// answers and passes the record on through [`Self::take_indexed`]) or of the topic after
     /// the last shard (the verify stage: the pair events go to `out`, the record for the
     /// cluster stage to [`Self::take_indexed`]). The pairs are exactly those of one index
-    /// stage. An error means the stages disagree (on `key_shards`, or the steps topic's
-    /// partitions): the record is not applied.
+    /// stage. An error means the stages disagree (the steps topic has more partitions than
+    /// `key_shards`, a shard stage did not pass the record on, or a stage of another role read
+    /// it): the record is not applied.
     pub fn apply_sharded(
         &mut self,
         record: Sharded,
