@@ -30,7 +30,7 @@
 //! run it (`near::Sequencer`, N `near::KeyShardStage`s, a `NearIndex::follower`), and each
 //! part's CPU time is measured on its own over the refetches, beside the one-piece index in the
 //! same run: how fast each part would go as its own instance (steps and answers are handed over
-//! in memory, not serialized).
+//! in memory; their encoded size per refetch, as the stages send them, is printed too).
 
 use cpu_time::ThreadTime;
 use neardup_topology::near::{
@@ -272,6 +272,9 @@ fn steady_inputs(window: u64, pages: u64) -> Vec<(String, Sketch)> {
 fn split_parts(pages: u64, shards: usize, reps: usize) {
     let window = 200_000u64.min(pages);
     let (mut one, mut seq, mut shard, mut follow) = (vec![], vec![], vec![], vec![]);
+    // Bytes per refetch of the steps and of the shards' answers, postcard-encoded as the shard
+    // and verify stages send them (each shard stage forwards the steps with the answers so far).
+    let (mut step_bytes, mut answer_bytes) = (0.0, 0.0);
     for _ in 0..reps {
         let inputs = steady_inputs(window, pages);
         let (fill, refetches) = inputs.split_at(window as usize);
@@ -321,10 +324,27 @@ fn split_parts(pages: u64, shards: usize, reps: usize) {
                 follower.follow(step, answers, &mut out);
                 out.drain().for_each(drop);
             }
-            (t_seq, t_shards, t0.elapsed().as_secs_f64())
+            let t_follow = t0.elapsed().as_secs_f64();
+            let size = |v: &dyn Fn() -> Vec<u8>| v().len() as f64;
+            let steps_size: f64 = steps
+                .iter()
+                .map(|st| size(&|| postcard::to_stdvec(st).expect("a step serializes")))
+                .sum();
+            let answers_size: f64 = given
+                .iter()
+                .map(|a| size(&|| postcard::to_stdvec(a).expect("answers serialize")))
+                .sum();
+            (
+                t_seq,
+                t_shards,
+                t_follow,
+                steps_size / inputs.len() as f64,
+                answers_size / inputs.len() as f64,
+            )
         };
         run(fill, 0);
-        let (t_seq, t_shards, t_follow) = run(refetches, window as i64);
+        let (t_seq, t_shards, t_follow, sb, ab) = run(refetches, window as i64);
+        (step_bytes, answer_bytes) = (sb, ab);
         let rate = |secs: f64| pages as f64 / secs;
         seq.push(rate(t_seq));
         shard.push(rate(t_shards.iter().copied().fold(0.0, f64::max)));
@@ -348,4 +368,7 @@ fn split_parts(pages: u64, shards: usize, reps: usize) {
             show(rates)
         );
     }
+    println!(
+        "  per refetch, postcard-encoded: steps {step_bytes:.0} B, all shards' answers {answer_bytes:.0} B"
+    );
 }
