@@ -7,7 +7,8 @@
 
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{
-    Emit, InternalReader, InternalRecordError, Preparer, Role, SignOutput, SignStage, Topology,
+    Config, Emit, InternalReader, InternalRecordError, Preparer, Role, SignOutput, SignStage,
+    Topology,
 };
 use std::collections::BTreeMap;
 
@@ -93,6 +94,35 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
     assert_same_outputs(&expected, &got);
 }
 
+/// Everything that can run split on, with a page budget small enough that pages are evicted.
+fn evicting_split_config() -> Config {
+    let mut cfg = everything_on();
+    cfg.hm_veto = None;
+    cfg.track_evolution = false;
+    cfg.near.max_pages = 40;
+    cfg
+}
+
+/// Record `i` of a stream read from two input partitions.
+fn two_partitions(i: usize) -> Source {
+    Source::Kafka {
+        topic: "crawl.pages".into(),
+        partition: (i % 2) as i32,
+        offset: i as i64,
+    }
+}
+
+/// One topology processing `lines` from [`two_partitions`], and its outputs.
+fn all_in_one(cfg: &Config, lines: &[Vec<u8>]) -> (Topology, Vec<Emit>) {
+    let mut whole = Topology::new(cfg.clone());
+    let mut expected = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        whole.process(line, &two_partitions(i), &mut expected);
+    }
+    assert!(whole.near_stats().evicted_by_budget > 0);
+    (whole, expected)
+}
+
 /// sign -> index -> cluster: the index stage forwards each page's record to the cluster stage,
 /// and the three give the all-in-one outputs, kind by kind and in order, with every part that
 /// can run split on (collections, in-link ranking, mirrors) and a page budget small enough that
@@ -102,23 +132,9 @@ fn sign_then_index_gives_the_all_in_one_outputs() {
 /// once.
 #[test]
 fn sign_index_and_cluster_give_the_all_in_one_outputs() {
-    let mut cfg = everything_on();
-    cfg.hm_veto = None;
-    cfg.track_evolution = false;
-    cfg.near.max_pages = 40;
-    let lines = mixed_stream();
-    let src = |i: usize| Source::Kafka {
-        topic: "crawl.pages".into(),
-        partition: (i % 2) as i32,
-        offset: i as i64,
-    };
-
-    let mut whole = Topology::new(cfg.clone());
-    let mut expected = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        whole.process(line, &src(i), &mut expected);
-    }
-    assert!(whole.near_stats().evicted_by_budget > 0);
+    let cfg = evicting_split_config();
+    let (lines, src) = (mixed_stream(), two_partitions);
+    let (mut whole, mut expected) = all_in_one(&cfg, &lines);
 
     let mut preparer = Preparer::new(&cfg);
     let sign = SignStage::new(&cfg);
@@ -203,24 +219,12 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
 /// restored from a checkpoint mid-stream.
 #[test]
 fn an_index_split_over_key_shards_gives_the_all_in_one_outputs() {
-    let mut cfg = everything_on();
-    cfg.hm_veto = None;
-    cfg.track_evolution = false;
-    cfg.near.max_pages = 40;
-    cfg.key_shards = 3;
-    let lines = mixed_stream();
-    let src = |i: usize| Source::Kafka {
-        topic: "crawl.pages".into(),
-        partition: (i % 2) as i32,
-        offset: i as i64,
+    let cfg = Config {
+        key_shards: 3,
+        ..evicting_split_config()
     };
-
-    let mut whole = Topology::new(cfg.clone());
-    let mut expected = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        whole.process(line, &src(i), &mut expected);
-    }
-    assert!(whole.near_stats().evicted_by_budget > 0);
+    let (lines, src) = (mixed_stream(), two_partitions);
+    let (mut whole, mut expected) = all_in_one(&cfg, &lines);
 
     let mut preparer = Preparer::new(&cfg);
     let sign = SignStage::new(&cfg);
