@@ -123,6 +123,20 @@ fn all_in_one(cfg: &Config, lines: &[Vec<u8>]) -> (Topology, Vec<Emit>) {
     (whole, expected)
 }
 
+/// Ends the all-in-one run and the split one's cluster stage (the last collections epoch) and
+/// checks that their outputs are the same; returns the all-in-one outputs by kind.
+fn finish_and_compare(
+    whole: &mut Topology,
+    mut expected: Vec<Emit>,
+    cluster: &mut Topology,
+    mut got: Vec<Emit>,
+) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
+    whole.finish(&mut expected);
+    cluster.finish(&mut got);
+    assert_same_outputs(&expected, &got);
+    by_kind(&expected)
+}
+
 /// sign -> index -> cluster: the index stage forwards each page's record to the cluster stage,
 /// and the three give the all-in-one outputs, kind by kind and in order, with every part that
 /// can run split on (collections, in-link ranking, mirrors) and a page budget small enough that
@@ -134,7 +148,7 @@ fn all_in_one(cfg: &Config, lines: &[Vec<u8>]) -> (Topology, Vec<Emit>) {
 fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     let cfg = evicting_split_config();
     let (lines, src) = (mixed_stream(), two_partitions);
-    let (mut whole, mut expected) = all_in_one(&cfg, &lines);
+    let (mut whole, expected) = all_in_one(&cfg, &lines);
 
     let mut preparer = Preparer::new(&cfg);
     let sign = SignStage::new(&cfg);
@@ -189,13 +203,7 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
         index.stats().repeats_skipped,
         5 * (signed.len() / 50) as u64
     );
-    let mut tail = Vec::new();
-    whole.finish(&mut tail);
-    expected.extend(tail);
-    let mut tail = Vec::new();
-    cluster.finish(&mut tail);
-    got.extend(tail);
-    let want = by_kind(&expected);
+    let want = finish_and_compare(&mut whole, expected, &mut cluster, got);
     for kind in [
         OutputKind::Clusters,
         OutputKind::Mirrors,
@@ -207,7 +215,6 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
             "{kind:?}: the stream exercises it"
         );
     }
-    assert_same_outputs(&expected, &got);
 }
 
 /// The index stage split by key: the index stage keeps the window and sends each page's steps
@@ -224,7 +231,7 @@ fn an_index_split_over_key_shards_gives_the_all_in_one_outputs() {
         ..evicting_split_config()
     };
     let (lines, src) = (mixed_stream(), two_partitions);
-    let (mut whole, mut expected) = all_in_one(&cfg, &lines);
+    let (mut whole, expected) = all_in_one(&cfg, &lines);
 
     let mut preparer = Preparer::new(&cfg);
     let sign = SignStage::new(&cfg);
@@ -321,15 +328,8 @@ fn an_index_split_over_key_shards_gives_the_all_in_one_outputs() {
         verify.near_index().live_pairs(),
         whole.near_index().live_pairs()
     );
-    let mut tail = Vec::new();
-    whole.finish(&mut tail);
-    expected.extend(tail);
-    let mut tail = Vec::new();
-    cluster.finish(&mut tail);
-    got.extend(tail);
-    let want = by_kind(&expected);
+    let want = finish_and_compare(&mut whole, expected, &mut cluster, got);
     assert!(want[&OutputKind::Pairs].len() > 50, "the stream has pairs");
-    assert_same_outputs(&expected, &got);
 }
 
 /// Stages that disagree about the key shards stop rather than verify with missing answers.
