@@ -894,7 +894,29 @@ fn the_mirror_stage_is_known_to_the_configuration_check_but_refused_by_run() {
         err.contains("hm_veto") && err.contains("--stage all"),
         "{err}"
     );
-    let bad = neardup_env(&["run", "--brokers", "k:1", "--stage", "shard"], &[]);
+    let bad = neardup_env(&["run", "--brokers", "k:1", "--stage", "shards"], &[]);
     assert!(String::from_utf8_lossy(&bad.stderr)
-        .contains("possible values: all, sign, index, cluster, mirror"));
+        .contains("possible values: all, sign, index, shard, verify, cluster, mirror"));
+    // The shard and verify stages need the number of key shards; the check says so, and with it
+    // they pass and the printed configuration carries it.
+    for stage in ["shard", "verify"] {
+        let args = [
+            "run",
+            "--brokers",
+            "k:1",
+            "--stage",
+            stage,
+            "--check-config",
+        ];
+        let check = neardup_env(&args, &[]);
+        assert!(
+            !check.status.success(),
+            "--stage {stage} without key shards"
+        );
+        let err = String::from_utf8_lossy(&check.stderr);
+        assert!(err.contains("--key-shards"), "{err}");
+        let check = neardup_env(&args, &[("NEARDUP_KEY_SHARDS", "2")]);
+        succeeded(&check);
+        assert!(String::from_utf8_lossy(&check.stdout).contains("key_shards = 2"));
+    }
 }
