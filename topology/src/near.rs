@@ -1019,6 +1019,8 @@ pub struct NearIndex {
     whole_buckets: bool,
     /// A [`Self::follower`]: steps and answers come from outside.
     following: bool,
+    /// Page records held (the window's pages; a follower has no window of its own to count).
+    live: u64,
     pairs: HashMap<(u32, u32), PairInfo, crate::hash::StrBuild>,
     partners: HashMap<u32, Vec<u32>, crate::hash::StrBuild>,
     stats: NearStats,
@@ -1056,6 +1058,7 @@ impl NearIndex {
             routed: Vec::new(),
             whole_buckets: false,
             following: false,
+            live: 0,
             pairs: HashMap::default(),
             partners: HashMap::default(),
             stats: NearStats::default(),
@@ -1116,7 +1119,7 @@ impl NearIndex {
     /// Counters.
     pub fn stats(&self) -> NearStats {
         NearStats {
-            pages: self.window.by_url.len() as u64,
+            pages: self.live,
             live_pairs: self.pairs.len() as u64,
             stale: self.window.stale,
             evicted_by_time: self.window.evicted_by_time,
@@ -1460,6 +1463,7 @@ impl NearIndex {
                 found
             }
         };
+        self.live += 1;
         self.pages[slot as usize] = Some(Page {
             sketch: sketch.clone(),
             mask,
@@ -1602,6 +1606,7 @@ impl NearIndex {
     /// Removes a page's record and table entries (its pairs must be gone already).
     fn drop_record(&mut self, slot: u32) {
         let page = self.pages[slot as usize].take().expect("live page");
+        self.live -= 1;
         if self.following {
             return;
         }

@@ -320,6 +320,7 @@ fn an_index_split_over_key_shards_gives_the_all_in_one_outputs() {
         3 * (sequenced.len() / 30) as u64
     );
     assert_eq!(index.near_stats().pages, whole.near_stats().pages);
+    assert_eq!(verify.near_stats().pages, whole.near_stats().pages);
     assert_eq!(
         index.near_stats().evicted_by_budget,
         whole.near_stats().evicted_by_budget
