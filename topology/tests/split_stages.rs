@@ -10,6 +10,7 @@ use neardup_topology::{
     Config, Emit, InternalReader, InternalRecordError, Preparer, Role, SignOutput, SignStage,
     Topology,
 };
+use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 mod common;
@@ -331,6 +332,107 @@ fn an_index_split_over_key_shards_gives_the_all_in_one_outputs() {
     );
     let want = finish_and_compare(&mut whole, expected, &mut cluster, got);
     assert!(want[&OutputKind::Pairs].len() > 50, "the stream has pairs");
+}
+
+/// What happens to a part of an index split by key before page `at` (parts 0-2: the key shards,
+/// each its own instance; 3: the verify stage; 4: the index stage).
+#[derive(Debug, Clone)]
+enum Disturbance {
+    /// The part's partition moved to a fresh instance, which rebuilt it by re-reading the
+    /// partition's records so far (outputs discarded), as `neardup run` does.
+    Rebuilt { at: usize, part: usize },
+    /// The part restarted from a checkpoint taken just now.
+    Restored { at: usize, part: usize },
+    /// The stage before the part sent its last `n` records again (at least once).
+    Repeated { at: usize, part: usize, n: usize },
+}
+
+fn disturbance() -> impl Strategy<Value = Disturbance> {
+    prop_oneof![
+        (0usize..200, 0usize..5).prop_map(|(at, part)| Disturbance::Rebuilt { at, part }),
+        (0usize..200, 0usize..5).prop_map(|(at, part)| Disturbance::Restored { at, part }),
+        (0usize..200, 0usize..5, 1usize..6).prop_map(|(at, part, n)| Disturbance::Repeated {
+            at,
+            part,
+            n
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Against a model of the topics (every record each part received, in order): whatever
+    /// rebuilds, checkpoint restores and repeats hit the index, the three key shards and the
+    /// verify stage, the split run publishes the all-in-one outputs, kind by kind and in order.
+    #[test]
+    fn key_shard_stages_survive_rebuilds_restores_and_repeats(
+        disturbances in prop::collection::vec(disturbance(), 0..6)
+    ) {
+        let cfg = Config { key_shards: 3, ..evicting_split_config() };
+        let lines = mixed_stream();
+        let (mut whole, expected) = all_in_one(&cfg, &lines);
+        let (mut preparer, sign) = (Preparer::new(&cfg), SignStage::new(&cfg));
+        let mut signer = Topology::new(cfg.clone());
+        let reader = InternalReader::new(&cfg);
+        let role = |r| Topology::with_role(cfg.clone(), r).expect("a stage");
+        // parts[0..3]: the shards, parts[3]: verify, parts[4]: index.
+        let mut parts: Vec<Topology> = (0..3).map(|_| role(Role::Shard)).collect();
+        parts.push(role(Role::Verify));
+        parts.push(role(Role::Index));
+        let mut cluster = role(Role::Cluster);
+        // What each part has received: for the index, the signed record and its input's place.
+        let mut received: Vec<Vec<(Vec<u8>, usize)>> = vec![Vec::new(); 5];
+        // Hands `value` to part `k`; its record for the next stage, if any.
+        let deliver = |parts: &mut Vec<Topology>, k: usize, value: &[u8], i: usize, out: &mut Vec<Emit>| {
+            let t = &mut parts[k];
+            match k {
+                4 => t.apply(reader.signed(value).expect("reads back"), &[], &two_partitions(i), out),
+                3 => t.apply_sharded(reader.sharded(value).expect("reads back"), 0, out).expect("verifies"),
+                p => t.apply_sharded(reader.sharded(value).expect("reads back"), p as i32, out).expect("applies"),
+            }
+            t.take_indexed().map(|r| r.1)
+        };
+        let mut got = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            for d in &disturbances {
+                match *d {
+                    Disturbance::Rebuilt { at, part } if at == i => {
+                        parts[part] = role(if part == 4 { Role::Index } else if part == 3 { Role::Verify } else { Role::Shard });
+                        for (value, j) in received[part].clone() {
+                            deliver(&mut parts, part, &value, j, &mut Vec::new());
+                        }
+                    }
+                    Disturbance::Restored { at, part } if at == i => {
+                        let ck = neardup_topology::checkpoint::write(&parts[part], "t", &BTreeMap::new());
+                        parts[part] = neardup_topology::checkpoint::restore(cfg.clone(), "t", &ck).expect("restores").0;
+                    }
+                    Disturbance::Repeated { at, part, n } if at == i => {
+                        let from = received[part].len().saturating_sub(n);
+                        for (value, j) in received[part][from..].to_vec() {
+                            let before = got.len();
+                            prop_assert!(deliver(&mut parts, part, &value, j, &mut got).is_none(), "a repeat is not passed on");
+                            prop_assert_eq!(got.len(), before, "a repeat has no outputs");
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let mut value = match sign.output(preparer.prepare(line), line, &two_partitions(i), &mut signer) {
+                SignOutput::DeadLetter(e) => {
+                    got.push(e);
+                    continue;
+                }
+                SignOutput::Internal { value, .. } => value,
+            };
+            for k in [4, 0, 1, 2, 3] {
+                received[k].push((value.clone(), i));
+                value = deliver(&mut parts, k, &value, i, &mut got).expect("a record for the next stage");
+            }
+            cluster.apply_indexed(reader.indexed(&value).expect("reads back"), &mut got);
+        }
+        finish_and_compare(&mut whole, expected, &mut cluster, got);
+    }
 }
 
 /// Stages that disagree about the key shards stop rather than verify with missing answers.
