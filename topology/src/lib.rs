@@ -669,14 +669,10 @@ impl Topology {
                 let key = record.url.clone();
                 let value = if self.state.sequencer.is_some() {
                     let steps = std::mem::take(&mut self.steps);
-                    let files = steps
-                        .iter()
-                        .filter(|s| matches!(s, near::Step::File { .. }))
-                        .count();
                     postcard::to_stdvec(&ShardedPage {
                         page: record,
+                        answers: vec![Vec::new(); filings(&steps)],
                         steps,
-                        answers: vec![Vec::new(); files],
                     })
                 } else {
                     postcard::to_stdvec(&record)
@@ -747,11 +743,7 @@ impl Topology {
         // Stages of another `key_shards` have another state fingerprint: the reader refused
         // their records.
         let n = self.cfg.key_shards;
-        let files = r
-            .steps
-            .iter()
-            .filter(|s| matches!(s, near::Step::File { .. }))
-            .count();
+        let files = filings(&r.steps);
         if files != r.answers.len() {
             return Err(InternalRecordError(format!(
                 "{files} filings with answers for {}",
@@ -1150,6 +1142,14 @@ pub struct Indexed(Box<IndexedPage>);
 
 /// A record of an index stage split by key, read back ([`Topology::apply_sharded`]).
 pub struct Sharded(Box<ShardedPage>);
+
+/// The filings among `steps` (each gets the key shards' answers).
+fn filings(steps: &[near::Step]) -> usize {
+    steps
+        .iter()
+        .filter(|s| matches!(s, near::Step::File { .. }))
+        .count()
+}
 
 /// True when `origin` (partition, offset of a previous stage's input) is at or below the last
 /// one applied of its partition; otherwise notes it as applied.

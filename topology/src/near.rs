@@ -805,6 +805,24 @@ impl Default for Window {
 }
 
 impl Window {
+    /// Rebuilds the URL map (which a checkpoint leaves out) from the URL held in each slot.
+    fn restore_urls<'a>(&mut self, slots: impl Iterator<Item = Option<&'a Arc<str>>>) {
+        self.by_url = slots
+            .enumerate()
+            .filter_map(|(slot, url)| url.map(|u| (u.clone(), slot as u32)))
+            .collect();
+    }
+
+    /// `base` with the window's own counters: stale fetches and evictions.
+    fn counted(&self, base: NearStats) -> NearStats {
+        NearStats {
+            stale: self.stale,
+            evicted_by_time: self.evicted_by_time,
+            evicted_by_budget: self.evicted_by_budget,
+            ..base
+        }
+    }
+
     /// Handles one fetch: a fetch older than the URL's entry, or already outside the window, is
     /// ignored (counted as stale); no content removes the URL's page; the same content only
     /// moves its fetch time; new or changed content is filed (replacing the URL's previous
@@ -1084,12 +1102,8 @@ impl NearIndex {
             // A follower's window stays empty: the sequencer keeps it.
             return;
         }
-        self.window.by_url = self
-            .pages
-            .iter()
-            .enumerate()
-            .filter_map(|(slot, p)| p.as_ref().map(|p| (p.url.clone(), slot as u32)))
-            .collect();
+        self.window
+            .restore_urls(self.pages.iter().map(|p| p.as_ref().map(|p| &p.url)));
     }
 
     /// The pair changes since the last call, in the order their events were emitted.
@@ -1118,14 +1132,11 @@ impl NearIndex {
 
     /// Counters.
     pub fn stats(&self) -> NearStats {
-        NearStats {
+        self.window.counted(NearStats {
             pages: self.live,
             live_pairs: self.pairs.len() as u64,
-            stale: self.window.stale,
-            evicted_by_time: self.window.evicted_by_time,
-            evicted_by_budget: self.window.evicted_by_budget,
             ..self.stats.clone()
-        }
+        })
     }
 
     /// The URLs in the window, with their fetch times (for tests and inspection).
@@ -1841,12 +1852,8 @@ impl Sequencer {
 
     /// Rebuilds what a checkpoint leaves out (the URL map) after a restore.
     pub(crate) fn after_restore(&mut self) {
-        self.window.by_url = self
-            .held
-            .iter()
-            .enumerate()
-            .filter_map(|(slot, p)| p.as_ref().map(|p| (p.0.clone(), slot as u32)))
-            .collect();
+        self.window
+            .restore_urls(self.held.iter().map(|p| p.as_ref().map(|p| &p.0)));
     }
 
     /// True when `url` is in the window.
@@ -1857,13 +1864,10 @@ impl Sequencer {
     /// The window's counters (pages, evictions, stale fetches); the pair counters are the
     /// verifier's.
     pub fn stats(&self) -> NearStats {
-        NearStats {
+        self.window.counted(NearStats {
             pages: self.window.by_url.len() as u64,
-            stale: self.window.stale,
-            evicted_by_time: self.window.evicted_by_time,
-            evicted_by_budget: self.window.evicted_by_budget,
             ..NearStats::default()
-        }
+        })
     }
 
     /// The steps of one fetch (as [`NearIndex::observe`]).

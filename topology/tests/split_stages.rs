@@ -399,8 +399,8 @@ proptest! {
                 match *d {
                     Disturbance::Rebuilt { at, part } if at == i => {
                         parts[part] = role(if part == 4 { Role::Index } else if part == 3 { Role::Verify } else { Role::Shard });
-                        for (value, j) in received[part].clone() {
-                            deliver(&mut parts, part, &value, j, &mut Vec::new());
+                        for (value, j) in &received[part] {
+                            deliver(&mut parts, part, value, *j, &mut Vec::new());
                         }
                     }
                     Disturbance::Restored { at, part } if at == i => {
@@ -409,9 +409,9 @@ proptest! {
                     }
                     Disturbance::Repeated { at, part, n } if at == i => {
                         let from = received[part].len().saturating_sub(n);
-                        for (value, j) in received[part][from..].to_vec() {
+                        for (value, j) in &received[part][from..] {
                             let before = got.len();
-                            prop_assert!(deliver(&mut parts, part, &value, j, &mut got).is_none(), "a repeat is not passed on");
+                            prop_assert!(deliver(&mut parts, part, value, *j, &mut got).is_none(), "a repeat is not passed on");
                             prop_assert_eq!(got.len(), before, "a repeat has no outputs");
                         }
                     }
