@@ -858,9 +858,9 @@ fn the_mirror_stage_is_known_to_the_configuration_check_but_refused_by_run() {
             && err.contains("--stage all"),
         "{err}"
     );
-    // sign, index and cluster pass the check without a warning.
-    for stage in ["sign", "index", "cluster"] {
-        let check = neardup_env(
+    // The configuration check of one stage, with `env`.
+    let check_stage = |stage: &str, env: &[(&str, &str)]| {
+        neardup_env(
             &[
                 "run",
                 "--brokers",
@@ -869,8 +869,12 @@ fn the_mirror_stage_is_known_to_the_configuration_check_but_refused_by_run() {
                 stage,
                 "--check-config",
             ],
-            &[],
-        );
+            env,
+        )
+    };
+    // sign, index and cluster pass the check without a warning.
+    for stage in ["sign", "index", "cluster"] {
+        let check = check_stage(stage, &[]);
         succeeded(&check);
         assert!(!String::from_utf8_lossy(&check.stderr).contains("warning"));
     }
@@ -900,22 +904,14 @@ fn the_mirror_stage_is_known_to_the_configuration_check_but_refused_by_run() {
     // The shard and verify stages need the number of key shards; the check says so, and with it
     // they pass and the printed configuration carries it.
     for stage in ["shard", "verify"] {
-        let args = [
-            "run",
-            "--brokers",
-            "k:1",
-            "--stage",
-            stage,
-            "--check-config",
-        ];
-        let check = neardup_env(&args, &[]);
+        let check = check_stage(stage, &[]);
         assert!(
             !check.status.success(),
             "--stage {stage} without key shards"
         );
         let err = String::from_utf8_lossy(&check.stderr);
         assert!(err.contains("--key-shards"), "{err}");
-        let check = neardup_env(&args, &[("NEARDUP_KEY_SHARDS", "2")]);
+        let check = check_stage(stage, &[("NEARDUP_KEY_SHARDS", "2")]);
         succeeded(&check);
         assert!(String::from_utf8_lossy(&check.stdout).contains("key_shards = 2"));
     }

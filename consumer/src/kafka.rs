@@ -824,22 +824,23 @@ enum Ready {
     Sharded(Sharded),
 }
 
-/// A record prepared as the stage prepares it, for restoring state: read back from an internal
-/// topic by the index and cluster stages, decoded and signed by `preparer` otherwise.
-fn prepare_silently(
+/// A record prepared as `stage` prepares it (on a preparing thread, or to restore state): read
+/// back from an internal topic by the stages after signing, decoded and signed otherwise (by
+/// `preparer`, made on first use).
+fn prepare(
     stage: Stage,
     reader: &InternalReader,
     preparer: &mut Option<Preparer>,
+    cfg: &neardup_topology::Config,
     payload: &[u8],
-) -> Result<Ready> {
+) -> Result<Ready, InternalRecordError> {
     Ok(match stage {
         Stage::Index => Ready::Page(reader.signed(payload)?),
         Stage::Cluster => Ready::Indexed(reader.indexed(payload)?),
         Stage::Shard | Stage::Verify => Ready::Sharded(reader.sharded(payload)?),
-        _ => Ready::Page(
+        Stage::All | Stage::Sign | Stage::Mirror => Ready::Page(
             preparer
-                .as_mut()
-                .expect("a preparer for the stages that read the input topic")
+                .get_or_insert_with(|| Preparer::new(cfg))
                 .prepare(payload),
         ),
     })
@@ -932,8 +933,8 @@ impl PreparePool {
         let jobs = (0..cores)
             .map(|i| {
                 let (tx, rx) = std::sync::mpsc::channel::<PrepareJob>();
-                let mut preparer = Preparer::new(cfg);
-                let reader = InternalReader::new(cfg);
+                let (cfg, mut preparer) = (cfg.clone(), None);
+                let reader = InternalReader::new(&cfg);
                 let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
                 std::thread::Builder::new()
                     .name(format!("neardup-prepare-{i}"))
@@ -941,14 +942,7 @@ impl PreparePool {
                         // Ends when the pool (the sender) is dropped.
                         while let Ok((raw, reply)) = rx.recv() {
                             let t0 = Instant::now();
-                            let prepared = match stage {
-                                Stage::Index => reader.signed(&raw).map(Ready::Page),
-                                Stage::Cluster => reader.indexed(&raw).map(Ready::Indexed),
-                                Stage::Shard | Stage::Verify => {
-                                    reader.sharded(&raw).map(Ready::Sharded)
-                                }
-                                _ => Ok(Ready::Page(preparer.prepare(&raw))),
-                            };
+                            let prepared = prepare(stage, &reader, &mut preparer, &cfg, &raw);
                             seconds.record(t0.elapsed().as_secs_f64());
                             // The run loop may have stopped waiting: nothing to do then.
                             let _ = reply.send((raw, prepared));
@@ -1286,11 +1280,7 @@ fn restore_partitions(
     }
     tokio::task::block_in_place(|| {
         let internal = InternalReader::new(topo.config());
-        let mut preparer = (!matches!(
-            opts.stage,
-            Stage::Index | Stage::Cluster | Stage::Shard | Stage::Verify
-        ))
-        .then(|| Preparer::new(topo.config()));
+        let mut preparer = None;
         // Per partition of `todo`: its next record is in the merge, or it is read up to `first`.
         let (mut buffered, mut done) = (vec![false; todo.len()], vec![false; todo.len()]);
         let mut merge: Merge<(i64, Vec<u8>, Ready)> = Merge::default();
@@ -1316,14 +1306,20 @@ fn restore_partitions(
                     continue;
                 }
                 let payload = m.payload().unwrap_or(&[]).to_vec();
-                let ready = prepare_silently(opts.stage, &internal, &mut preparer, &payload)
-                    .with_context(|| {
-                        format!(
-                            "restoring state from {}/{p} offset {}",
-                            opts.input_topic,
-                            m.offset()
-                        )
-                    })?;
+                let ready = prepare(
+                    opts.stage,
+                    &internal,
+                    &mut preparer,
+                    topo.config(),
+                    &payload,
+                )
+                .with_context(|| {
+                    format!(
+                        "restoring state from {}/{p} offset {}",
+                        opts.input_topic,
+                        m.offset()
+                    )
+                })?;
                 let at = match &ready {
                     Ready::Page(page) => page.event_time_ms(),
                     Ready::Indexed(_) | Ready::Sharded(_) => None,
