@@ -66,8 +66,8 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
     let mut text_start = 0;
     while i < n {
         if b[i] != b'<' {
-            // Jump to the next '<' (memchr-like scan over the text run).
-            i += b[i..].iter().position(|&c| c == b'<').unwrap_or(n - i);
+            // Jump to the next '<' over the text run.
+            i += memchr::memchr(b'<', &b[i..]).unwrap_or(n - i);
             continue;
         }
         let Some((end, tag)) = markup_end(b, i) else {
@@ -304,16 +304,13 @@ fn find_end_tag(b: &[u8], mut from: usize, name: &[u8]) -> Option<usize> {
 }
 
 fn find_byte(b: &[u8], from: usize, c: u8) -> Option<usize> {
-    b.get(from..)?
-        .iter()
-        .position(|&x| x == c)
-        .map(|p| p + from)
+    memchr::memchr(c, b.get(from..)?).map(|p| p + from)
 }
 
 fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    let first = needle[0];
+    // The needles are two or three bytes: a memchr for the first beats building a searcher.
     let mut at = from;
-    while let Some(p) = find_byte(b, at, first) {
+    while let Some(p) = find_byte(b, at, needle[0]) {
         if b[p..].starts_with(needle) {
             return Some(p);
         }
@@ -329,24 +326,28 @@ fn push_text(run: &str, in_pre: bool, out: &mut String) {
     } else {
         // Source newlines are white space outside preformatted text. Pushing the pieces between
         // them (entities never span a line) keeps this free of allocation.
-        for (i, piece) in run.split(['\n', '\r']).enumerate() {
-            if i > 0 {
-                out.push(' ');
-            }
-            push_decoded(piece, out);
+        let mut piece_start = 0;
+        for nl in memchr::memchr2_iter(b'\n', b'\r', run.as_bytes()) {
+            push_decoded(&run[piece_start..nl], out);
+            out.push(' ');
+            piece_start = nl + 1;
         }
+        push_decoded(&run[piece_start..], out);
     }
     // The page's own U+FFFC (or one from an entity) must not open an image term (rare: this
     // path may allocate).
-    if out[start..].contains(IMG_TERM_MARK) {
+    if memchr::memmem::find(&out.as_bytes()[start..], IMG_TERM_MARK_UTF8).is_some() {
         let cleaned = out[start..].replace(IMG_TERM_MARK, " ");
         out.truncate(start);
         out.push_str(&cleaned);
     }
 }
 
+/// [`IMG_TERM_MARK`] encoded.
+const IMG_TERM_MARK_UTF8: &[u8] = "\u{FFFC}".as_bytes();
+
 fn push_decoded(piece: &str, out: &mut String) {
-    if piece.contains('&') {
+    if memchr::memchr(b'&', piece.as_bytes()).is_some() {
         html_escape::decode_html_entities_to_string(piece, out);
     } else {
         out.push_str(piece);
