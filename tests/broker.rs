@@ -1641,6 +1641,20 @@ async fn the_cluster_map_is_served_over_http() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // The sign cache: every page with content was looked up once, and the sample's second
+    // round refetches pages unchanged.
+    let (_, body) = http_get(port, "/metrics").unwrap();
+    let metric = |name: &str| -> u64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("/metrics lacks {name}:\n{body}"))
+    };
+    let (hits, misses) = (
+        metric("neardup_sign_cache_hits_total"),
+        metric("neardup_sign_cache_misses_total"),
+    );
+    assert_eq!(hits + misses, stats.pages, "one lookup per page with content");
+    assert!(hits > 0, "no page took its signatures from the cache");
 
     assert!(signal_and_wait(child, "-TERM").success());
 }

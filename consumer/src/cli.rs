@@ -45,6 +45,12 @@ pub struct TopologyArgs {
     /// Accepts a unit: `5MiB`, `512KiB`, `2MB`.
     #[arg(long, default_value = "5MiB", value_parser = parse_size, env = "NEARDUP_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
+    /// Memory for the signatures of recent fetches, by URL: a page fetched again with the same
+    /// body takes them from here instead of being signed again (the outputs are the same).
+    /// To help, it must hold the URLs fetched over a crawl cycle (about 5 KB each); 0 turns it
+    /// off. Accepts a unit: `256MiB`, `1GiB`.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size, env = "NEARDUP_SIGN_CACHE")]
+    pub sign_cache: usize,
     /// A page joining an exact-duplicate group that already has this many members gets no pair events.
     #[arg(long, default_value_t = 1000, env = "NEARDUP_MAX_PAIRS_PER_JOIN")]
     pub max_pairs_per_join: usize,

@@ -96,6 +96,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pairs_per_join: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub sign_cache: Option<Size>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key_shards: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shingle_profile: Option<String>,
@@ -288,6 +290,7 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             "max_partition_skew"
         );
         overlay!(m, a.max_body_bytes, f.max_body_bytes, "max_body_bytes");
+        overlay!(m, a.sign_cache, f.sign_cache, "sign_cache");
         overlay!(
             m,
             a.max_pairs_per_join,
@@ -538,6 +541,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             window: Some(Dur(t.window)),
             max_partition_skew: Some(Dur(t.max_partition_skew)),
             max_body_bytes: Some(Size(t.max_body_bytes)),
+            sign_cache: Some(Size(t.sign_cache)),
             max_pairs_per_join: Some(t.max_pairs_per_join),
             key_shards: Some(t.key_shards),
             shingle_profile: Some(profile_name(t.shingle_profile).to_owned()),

@@ -61,6 +61,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         stage: crate::cli::Stage::All,
         max_dead_letter_ratio: 0.5,
         dead_letter_window: 1000,
+        sign_cache: 64 << 20,
     };
     cluster.create_topic(INPUT, INPUT_PARTITIONS, 1)?;
     for topic in opts.output_topics().values() {
@@ -115,6 +116,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
     print!(
         "{}",
         crate::summary::render(&outcome.topology, outcome.elapsed)
+            + &crate::summary::sign_cache(&outcome.sign_cache)
     );
     report(&sample, &outputs);
     println!(

@@ -35,6 +35,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
 use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
+use neardup_topology::sign_cache::{SignCache, SignCacheStats};
 use neardup_topology::{
     Emit, Indexed, InternalReader, InternalRecordError, Prepared, Preparer, Sharded, SignOutput,
     SignStage, Topology,
@@ -87,6 +88,8 @@ pub struct KafkaOptions {
     pub max_dead_letter_ratio: f64,
     /// ... of this many latest records.
     pub dead_letter_window: usize,
+    /// Bytes of signatures kept to skip signing pages fetched again unchanged (0: none).
+    pub sign_cache: usize,
 }
 
 impl From<&RunArgs> for KafkaOptions {
@@ -107,6 +110,7 @@ impl From<&RunArgs> for KafkaOptions {
             stage: a.stage,
             max_dead_letter_ratio: a.max_dead_letter_ratio,
             dead_letter_window: a.dead_letter_window.max(1),
+            sign_cache: a.topology.sign_cache,
         }
     }
 }
@@ -320,6 +324,8 @@ pub struct RunOutcome {
     pub elapsed: Duration,
     /// Records re-read silently to restore state.
     pub restored_records: u64,
+    /// What the sign cache did.
+    pub sign_cache: SignCacheStats,
 }
 
 /// Runs the topology on Kafka until `shutdown` turns true (or, with `exit_at_end`, until every
@@ -471,7 +477,8 @@ pub async fn run(
     let mut out: Vec<Emit> = Vec::new();
     let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
     let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "apply");
-    let mut pool = PreparePool::new(&cfg_for_pool, opts.stage);
+    let sign_cache = Arc::new(SignCache::new(opts.sign_cache, cfg_for_pool.window_ms));
+    let mut pool = PreparePool::new(&cfg_for_pool, opts.stage, &sign_cache);
     let sign = SignStage::new(&cfg_for_pool);
     let internal_topic = opts.internal_topic();
     let indexed_topic = opts.indexed_topic();
@@ -579,7 +586,7 @@ pub async fn run(
                     }
                 }
                 health.restoring.fetch_add(1, Ordering::Relaxed);
-                let n = restore_partitions(opts, &consumer, &mut topo, &ranges);
+                let n = restore_partitions(opts, &consumer, &mut topo, &sign_cache, &ranges);
                 health.restoring.fetch_sub(1, Ordering::Relaxed);
                 restored_records += n?;
             }
@@ -705,6 +712,7 @@ pub async fn run(
                 }
                 commit(&consumer, &opts.input_topic, &acked, &mut committed, CommitMode::Async)?;
                 telemetry::record_topology(&topo);
+                telemetry::record_sign_cache(&sign_cache.stats());
                 in_flight_gauge.set(in_flight.len() as f64);
                 counter!("neardup_restored_records_total").absolute(restored_records);
                 if merging {
@@ -802,10 +810,12 @@ pub async fn run(
         }
     }
     telemetry::record_topology(&topo);
+    telemetry::record_sign_cache(&sign_cache.stats());
     Ok(RunOutcome {
         topology: topo,
         elapsed: started.elapsed(),
         restored_records,
+        sign_cache: sign_cache.stats(),
     })
 }
 
@@ -826,12 +836,12 @@ enum Ready {
 
 /// A record prepared as `stage` prepares it (on a preparing thread, or to restore state): read
 /// back from an internal topic by the stages after signing, decoded and signed otherwise (by
-/// `preparer`, made on first use).
+/// `preparer`, made on first use with the shared `cache`).
 fn prepare(
     stage: Stage,
     reader: &InternalReader,
     preparer: &mut Option<Preparer>,
-    cfg: &neardup_topology::Config,
+    (cfg, cache): (&neardup_topology::Config, &Arc<SignCache>),
     payload: &[u8],
 ) -> Result<Ready, InternalRecordError> {
     Ok(match stage {
@@ -840,7 +850,7 @@ fn prepare(
         Stage::Shard | Stage::Verify => Ready::Sharded(reader.sharded(payload)?),
         Stage::All | Stage::Sign | Stage::Mirror => Ready::Page(
             preparer
-                .get_or_insert_with(|| Preparer::new(cfg))
+                .get_or_insert_with(|| Preparer::with_cache(cfg, Arc::clone(cache)))
                 .prepare(payload),
         ),
     })
@@ -927,13 +937,13 @@ struct PreparePool {
 }
 
 impl PreparePool {
-    /// One thread per core.
-    fn new(cfg: &neardup_topology::Config, stage: Stage) -> Self {
+    /// One thread per core, sharing `cache`.
+    fn new(cfg: &neardup_topology::Config, stage: Stage, cache: &Arc<SignCache>) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let jobs = (0..cores)
             .map(|i| {
                 let (tx, rx) = std::sync::mpsc::channel::<PrepareJob>();
-                let (cfg, mut preparer) = (cfg.clone(), None);
+                let (cfg, cache, mut preparer) = (cfg.clone(), Arc::clone(cache), None);
                 let reader = InternalReader::new(&cfg);
                 let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
                 std::thread::Builder::new()
@@ -942,7 +952,8 @@ impl PreparePool {
                         // Ends when the pool (the sender) is dropped.
                         while let Ok((raw, reply)) = rx.recv() {
                             let t0 = Instant::now();
-                            let prepared = prepare(stage, &reader, &mut preparer, &cfg, &raw);
+                            let prepared =
+                                prepare(stage, &reader, &mut preparer, (&cfg, &cache), &raw);
                             seconds.record(t0.elapsed().as_secs_f64());
                             // The run loop may have stopped waiting: nothing to do then.
                             let _ = reply.send((raw, prepared));
@@ -1242,6 +1253,7 @@ fn restore_partitions(
     opts: &KafkaOptions,
     consumer: &StreamConsumer<RunContext>,
     topo: &mut Topology,
+    sign_cache: &Arc<SignCache>,
     ranges: &[(i32, Option<i64>, i64)],
 ) -> Result<u64> {
     let mut todo: Vec<(i32, i64)> = Vec::new();
@@ -1310,7 +1322,7 @@ fn restore_partitions(
                     opts.stage,
                     &internal,
                     &mut preparer,
-                    topo.config(),
+                    (topo.config(), sign_cache),
                     &payload,
                 )
                 .with_context(|| {

@@ -194,8 +194,9 @@ pub fn replay_kafka(
     range: &KafkaRange,
     out_dir: &Path,
     cfg: neardup_topology::Config,
+    sign_cache: usize,
 ) -> Result<ReplayReport> {
-    let mut r = Replayer::new(out_dir, cfg)?;
+    let mut r = Replayer::new(out_dir, cfg, sign_cache)?;
     let probe = range.consumer()?;
     let offsets = range.offsets(&probe)?;
     drop(probe);

@@ -40,8 +40,14 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                     },
                     &args.out,
                     args.topology.config(),
+                    args.topology.sign_cache,
                 )?,
-                None => replay::replay_files(&args.input, &args.out, args.topology.config())?,
+                None => replay::replay_files(
+                    &args.input,
+                    &args.out,
+                    args.topology.config(),
+                    args.topology.sign_cache,
+                )?,
             };
             print!("{}", report.summary);
             println!("outputs in {}", args.out.display());
@@ -99,7 +105,11 @@ fn run(args: neardup::cli::RunArgs) -> Result<()> {
         }
         let outcome =
             kafka::run(&(&args).into(), args.topology.config(), rx, asked, health).await?;
-        eprint!("{}", summary::render(&outcome.topology, outcome.elapsed));
+        eprint!(
+            "{}{}",
+            summary::render(&outcome.topology, outcome.elapsed),
+            summary::sign_cache(&outcome.sign_cache)
+        );
         Ok(())
     })
 }

@@ -14,6 +14,7 @@
 
 use anyhow::{Context, Result};
 use neardup_schemas::{OutputKind, Source};
+use neardup_topology::sign_cache::SignCache;
 use neardup_topology::{Emit, Prepared, Preparer, Topology};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -202,6 +203,7 @@ const BATCH: usize = 256;
 pub struct Replayer {
     topo: Topology,
     preparers: Vec<Preparer>,
+    sign_cache: Arc<SignCache>,
     batch: Vec<(Vec<u8>, Source)>,
     sink: FileSink,
     out: Vec<Emit>,
@@ -213,16 +215,21 @@ pub struct Replayer {
 }
 
 impl Replayer {
-    /// A fresh topology writing into `out_dir` (created).
-    pub fn new(out_dir: &Path, cfg: neardup_topology::Config) -> Result<Self> {
+    /// A fresh topology writing into `out_dir` (created), its preparers sharing a sign cache of
+    /// `sign_cache` bytes.
+    pub fn new(out_dir: &Path, cfg: neardup_topology::Config, sign_cache: usize) -> Result<Self> {
         // A replay remembers every round's URLs for the evolution figures (seed 000 §3).
         let cfg = neardup_topology::Config {
             track_evolution: true,
             ..cfg
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let sign_cache = Arc::new(SignCache::new(sign_cache, cfg.window_ms));
         Ok(Replayer {
-            preparers: (0..cores).map(|_| Preparer::new(&cfg)).collect(),
+            preparers: (0..cores)
+                .map(|_| Preparer::with_cache(&cfg, Arc::clone(&sign_cache)))
+                .collect(),
+            sign_cache,
             topo: Topology::new(cfg),
             batch: Vec::with_capacity(BATCH),
             sink: FileSink::create(out_dir)?,
@@ -330,6 +337,7 @@ impl Replayer {
                 shares.join(", ")
             ));
         }
+        summary.push_str(&crate::summary::sign_cache(&self.sign_cache.stats()));
         summary.push_str(notes);
         summary.push_str(&format!(
             "  report: {} (and report.json)\n",
@@ -347,8 +355,9 @@ pub fn replay_files(
     inputs: &[PathBuf],
     out_dir: &Path,
     cfg: neardup_topology::Config,
+    sign_cache: usize,
 ) -> Result<ReplayReport> {
-    let mut r = Replayer::new(out_dir, cfg)?;
+    let mut r = Replayer::new(out_dir, cfg, sign_cache)?;
     let total: u64 = inputs
         .iter()
         .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))

@@ -1,6 +1,7 @@
 //! The one-screen summary printed at the end of a replay, a demo or a batch run.
 
 use neardup_schemas::OutputKind;
+use neardup_topology::sign_cache::SignCacheStats;
 use neardup_topology::Topology;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -76,4 +77,28 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
         let _ = writeln!(s, "    {:<22}{:>8}", kind.short_name(), n);
     }
     s
+}
+
+/// The sign cache's line of a summary (empty when nothing was signed).
+pub fn sign_cache(s: &SignCacheStats) -> String {
+    let looked_up = s.hits + s.misses;
+    if looked_up == 0 {
+        return String::new();
+    }
+    let mut line = format!(
+        "  signed          {:>10}   ({} more, {:.1} %, were fetched again unchanged and took their signatures from the sign cache; it holds {} URLs in {:.1} MiB",
+        s.misses,
+        s.hits,
+        100.0 * s.hits as f64 / looked_up as f64,
+        s.entries,
+        s.bytes as f64 / (1 << 20) as f64
+    );
+    if s.refused > 0 {
+        let _ = write!(
+            line,
+            "; {} pages found it full of recent ones: raise --sign-cache to hold a crawl cycle",
+            s.refused
+        );
+    }
+    line + ")\n"
 }

@@ -18,6 +18,8 @@
 //! | `neardup_window_pages`, `neardup_live_pairs` | gauge | |
 //! | `neardup_window_evictions_total` | counter | `cause` (`time`, `budget`) |
 //! | `neardup_clusters`, `neardup_clustered_pages` | gauge | `level` |
+//! | `neardup_sign_cache_hits_total`, `neardup_sign_cache_misses_total` | counter | (pages whose signatures came from the sign cache; pages signed) |
+//! | `neardup_sign_cache_bytes`, `neardup_sign_cache_entries` | gauge | |
 //! | `neardup_record_process_seconds` | histogram | `stage` (`prepare`: decoding and signing, on the preparing threads; `apply`: the windowed state, in order) |
 //! | `neardup_in_flight_records` | gauge | |
 //! | `neardup_committed_offset` | gauge | `partition` |
@@ -31,6 +33,7 @@
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use neardup_schemas::PairLevel;
+use neardup_topology::sign_cache::SignCacheStats;
 use neardup_topology::Topology;
 use rdkafka::statistics::Statistics;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -85,6 +88,14 @@ pub fn record_topology(topo: &Topology) {
                 .set(cs.clustered_pages as f64);
         }
     }
+}
+
+/// Copies the sign cache's counters into the registry.
+pub fn record_sign_cache(s: &SignCacheStats) {
+    counter!("neardup_sign_cache_hits_total").absolute(s.hits);
+    counter!("neardup_sign_cache_misses_total").absolute(s.misses);
+    gauge!("neardup_sign_cache_bytes").set(s.bytes as f64);
+    gauge!("neardup_sign_cache_entries").set(s.entries as f64);
 }
 
 /// Copies librdkafka's statistics (consumer lag, broker states) into the registry and `health`.

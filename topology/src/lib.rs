@@ -36,6 +36,7 @@ pub mod mirrors;
 pub mod near;
 pub mod replicas;
 pub mod resolve;
+pub mod sign_cache;
 pub mod signer;
 pub mod site;
 pub mod sketch;
@@ -1347,6 +1348,7 @@ pub struct Preparer {
     decode: DecodeLimits,
     emit_minvalues: bool,
     signer: Signer,
+    cache: Option<std::sync::Arc<sign_cache::SignCache>>,
 }
 
 impl Preparer {
@@ -1356,6 +1358,17 @@ impl Preparer {
             decode: cfg.decode.clone(),
             emit_minvalues: cfg.emit_minvalues,
             signer: Signer::new(cfg.signer.clone()),
+            cache: None,
+        }
+    }
+
+    /// A preparer that looks pages up in `cache` before signing them, and caches what it signs.
+    /// Every preparer sharing a cache must have the same configuration; the results do not
+    /// depend on the cache.
+    pub fn with_cache(cfg: &Config, cache: std::sync::Arc<sign_cache::SignCache>) -> Self {
+        Preparer {
+            cache: Some(cache),
+            ..Preparer::new(cfg)
         }
     }
 
@@ -1374,10 +1387,26 @@ impl Preparer {
         }))
     }
 
-    /// Every signature of a page with content (all but its change since the previous fetch).
+    /// Every signature of a page with content (all but its change since the previous fetch),
+    /// from the cache when the page's URL was last cached with this body.
     fn sign(&mut self, page: &PageEvent, body: &Body) -> Signed {
-        let raw = body.raw();
-        let checksum = xxhash_rust::xxh3::xxh3_128(raw);
+        let checksum = xxhash_rust::xxh3::xxh3_128(body.raw());
+        let Some(cache) = self.cache.clone() else {
+            return self
+                .sign_uncached(page, body, checksum)
+                .signed(self.emit_minvalues);
+        };
+        let (ct, at) = (page.content_type.as_deref(), page.fetched_at_ms);
+        if let Some(parts) = cache.get(&page.url, checksum, body, ct, at) {
+            return parts.signed(self.emit_minvalues);
+        }
+        let parts = self.sign_uncached(page, body, checksum);
+        let signed = parts.signed(self.emit_minvalues);
+        cache.put(&page.url, checksum, body, ct, at, parts);
+        signed
+    }
+
+    fn sign_uncached(&mut self, page: &PageEvent, body: &Body, checksum: u128) -> SignedParts {
         let page_url = url::Url::parse(&page.url).ok();
         let (sig, charset) = match body {
             Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8"),
@@ -1389,39 +1418,102 @@ impl Preparer {
                 (self.signer.sign(&html, page_url.as_ref()), cs)
             }
         };
-        let hex64 = |v: &u64| format!("{v:016x}");
-        let content = ContentSignatures {
-            checksum: format!("{checksum:032x}"),
-            text_hash: format!("{:032x}", sig.text_hash),
-            body_bytes: raw.len() as u64,
+        // Sized exactly: the cache keeps them.
+        let mut links = String::with_capacity(sig.extraction.links().map(str::len).sum());
+        let mut link_ends = Vec::with_capacity(sig.extraction.links().count());
+        for l in sig.extraction.links() {
+            links.push_str(l);
+            link_ends.push(links.len());
+        }
+        SignedParts {
+            checksum,
+            text_hash: sig.text_hash,
+            b: sig.b,
+            c: sig.c,
+            body_bytes: body.raw().len() as u64,
             text_bytes: sig.extraction.text.len() as u64,
             tokens: sig.tokens,
-            charset: charset.to_owned(),
+            charset,
             tokens_truncated: sig.truncated,
-            shingles: sig.b.shingles,
-            supershingles: sig.b.supershingles.iter().map(hex64).collect(),
-            minvalues: self
-                .emit_minvalues
-                .then(|| sig.b.minvalues.iter().map(hex64).collect()),
-            simhash: sig.c.0.iter().map(hex64).collect(),
-            chunks: sig.chunks.iter().map(|c| format!("{c:08x}")).collect(),
-            paragraphs: sig.paragraphs.iter().map(hex64).collect(),
+            chunks: sig.chunks.clone(),
+            paragraphs: sig.paragraphs.clone(),
             short_page: sig.paragraph_info.short,
-            rp: sig
+            rp: sig.rp.clone(),
+            links,
+            link_ends,
+        }
+    }
+}
+
+/// Every signature of a page in its compact form (numbers, not their hex), from which
+/// [`Signed`] and its signature event are built: what the sign cache keeps.
+#[derive(Debug, Clone)]
+struct SignedParts {
+    checksum: u128,
+    text_hash: u128,
+    b: sketch::minhash::BSketch,
+    c: sketch::simhash::SimHash,
+    body_bytes: u64,
+    text_bytes: u64,
+    tokens: u64,
+    charset: &'static str,
+    tokens_truncated: bool,
+    chunks: Vec<u32>,
+    paragraphs: Vec<u64>,
+    short_page: bool,
+    rp: Vec<f32>,
+    /// The out-links, concatenated; each ends at its entry of `link_ends`.
+    links: String,
+    link_ends: Vec<usize>,
+}
+
+impl SignedParts {
+    /// The signatures as the topology and the signature event take them.
+    fn signed(&self, emit_minvalues: bool) -> Signed {
+        let hex64 = |v: &u64| format!("{v:016x}");
+        let starts = std::iter::once(0).chain(self.link_ends.iter().copied());
+        let content = ContentSignatures {
+            checksum: format!("{:032x}", self.checksum),
+            text_hash: format!("{:032x}", self.text_hash),
+            body_bytes: self.body_bytes,
+            text_bytes: self.text_bytes,
+            tokens: self.tokens,
+            charset: self.charset.to_owned(),
+            tokens_truncated: self.tokens_truncated,
+            shingles: self.b.shingles,
+            supershingles: self.b.supershingles.iter().map(hex64).collect(),
+            minvalues: emit_minvalues.then(|| self.b.minvalues.iter().map(hex64).collect()),
+            simhash: self.c.0.iter().map(hex64).collect(),
+            chunks: self.chunks.iter().map(|c| format!("{c:08x}")).collect(),
+            paragraphs: self.paragraphs.iter().map(hex64).collect(),
+            short_page: self.short_page,
+            rp: self
                 .rp
                 .iter()
                 .map(|&x| (f64::from(x) * 1e6).round() / 1e6)
                 .collect(),
-            out_links: sig.extraction.links().map(str::to_owned).collect(),
+            out_links: starts
+                .zip(&self.link_ends)
+                .map(|(a, &b)| self.links[a..b].to_owned())
+                .collect(),
         };
-        let sketch = near::Sketch::new(checksum, sig.text_hash, &sig.b, &sig.c);
         Signed {
-            checksum,
-            text_hash: sig.text_hash,
-            b: sig.b,
+            checksum: self.checksum,
+            text_hash: self.text_hash,
+            b: self.b,
             content,
-            sketch,
+            sketch: near::Sketch::new(self.checksum, self.text_hash, &self.b, &self.c),
         }
+    }
+
+    /// About how many bytes it holds, its heap parts included (for the sign cache's budget).
+    fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.chunks.capacity() * std::mem::size_of::<u32>()
+            + self.paragraphs.capacity() * std::mem::size_of::<u64>()
+            + self.rp.capacity() * std::mem::size_of::<f32>()
+            + self.links.capacity()
+            + self.link_ends.capacity() * std::mem::size_of::<usize>()
     }
 }
 

@@ -1,0 +1,374 @@
+//! The signatures of recently signed pages, by URL, so that a page fetched again with the same
+//! body is not signed again.
+//!
+//! Most refetches find a page unchanged: Fetterly et al. (2003) saw about two thirds of pages
+//! unchanged from one weekly crawl to the next, and 63.6 % of the pages with content in the
+//! bench's medium stream repeat their URL's previous body byte for byte. Signing costs most of a
+//! record's CPU time, while this lookup costs a hash of the body (which signing takes anyway,
+//! for the checksum) and a map probe.
+//!
+//! A page's signatures depend on its body, on how the body was sent (text, or bytes in the
+//! charset its `Content-Type` names), on its URL (links and `<img>` terms are resolved against
+//! it) and on the signer's parameters, which are fixed for a cache. The cache is keyed by the
+//! URL and checks the other inputs on every hit, so a hit gives exactly what signing would: a
+//! replay's outputs do not depend on the cache, its size or which thread filled it.
+//!
+//! Entries keep the signatures as numbers (their hex is written again on a hit) and the
+//! out-links in one string. The cache is bounded by an approximate byte budget: about 6.5 KB
+//! per page of the bench's medium crawl, most of it out-links. A crawl refetches its URLs in
+//! cycles, and evicting the least recently used entry to admit a new one would, with a cycle of
+//! more URLs than the cache holds, evict every entry just before its URL comes again: no hit at
+//! all. So a full cache admits a page only in place of entries whose last fetch is more than one
+//! window older (in event time) than this one, oldest first; otherwise the page is signed and
+//! not cached. With a cycle longer than the cache, the URLs cached first keep their entries and
+//! hit every cycle (the best any cache of that size can do on a cycle), and URLs no longer
+//! fetched leave once their window has passed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::SignedParts;
+use neardup_schemas::Body;
+
+/// Per-entry bookkeeping beyond the signatures and the URL: the map slot, the list links, the
+/// entry's fields (an estimate, used only against the budget).
+const ENTRY_OVERHEAD: usize = 128;
+
+/// A shared cache of signatures; one per configuration, used by every preparing thread.
+pub struct SignCache {
+    budget: usize,
+    /// An entry whose last fetch is this much older than a new page may give way to it.
+    max_age_ms: i64,
+    inner: Mutex<Inner>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    refused: AtomicU64,
+}
+
+struct Inner {
+    lru: lru::LruCache<String, Entry>,
+    bytes: usize,
+}
+
+struct Entry {
+    /// XXH3-128 of the raw body.
+    checksum: u128,
+    /// How the body was sent: `None` for text, the `Content-Type` for bytes (its charset
+    /// decodes them).
+    form: Option<Option<String>>,
+    /// Event time of the URL's latest fetch with this body.
+    at_ms: i64,
+    parts: Arc<SignedParts>,
+    bytes: usize,
+}
+
+/// What a cache holds and did, for metrics and summaries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SignCacheStats {
+    /// Pages whose signatures came from the cache.
+    pub hits: u64,
+    /// Pages signed (and then cached, when they fit).
+    pub misses: u64,
+    /// Pages signed and not cached: the cache was full of entries fetched within a window.
+    pub refused: u64,
+    /// Entries held.
+    pub entries: u64,
+    /// Approximate bytes held.
+    pub bytes: u64,
+}
+
+/// How a body was sent, as far as signing it depends on it.
+fn form_of<'a>(body: &Body, content_type: Option<&'a str>) -> Option<Option<&'a str>> {
+    match body {
+        Body::Text(_) => None,
+        Body::Bytes(_) => Some(content_type),
+    }
+}
+
+impl SignCache {
+    /// A cache holding about `budget` bytes (0: it holds nothing), whose entries give way to
+    /// new pages once they are `max_age_ms` of event time older (the window's length).
+    pub fn new(budget: usize, max_age_ms: i64) -> Self {
+        SignCache {
+            budget,
+            max_age_ms,
+            inner: Mutex::new(Inner {
+                lru: lru::LruCache::unbounded(),
+                bytes: 0,
+            }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// The signatures cached for `url` if its last cached fetch had this body, sent the same way
+    /// (the entry then dates from this fetch, at `at_ms`).
+    pub(crate) fn get(
+        &self,
+        url: &str,
+        checksum: u128,
+        body: &Body,
+        content_type: Option<&str>,
+        at_ms: i64,
+    ) -> Option<Arc<SignedParts>> {
+        let form = form_of(body, content_type);
+        let hit = {
+            let mut inner = self.lock();
+            inner
+                .lru
+                .get_mut(url)
+                .filter(|e| e.checksum == checksum && e.form.as_ref().map(|c| c.as_deref()) == form)
+                .map(|e| {
+                    e.at_ms = e.at_ms.max(at_ms);
+                    Arc::clone(&e.parts)
+                })
+        };
+        let counter = if hit.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        hit
+    }
+
+    /// Remembers the signatures of `url`'s fetch at `at_ms` (replacing any earlier fetch's),
+    /// if they fit: in free room, or in place of entries more than a window older.
+    pub(crate) fn put(
+        &self,
+        url: &str,
+        checksum: u128,
+        body: &Body,
+        content_type: Option<&str>,
+        at_ms: i64,
+        parts: SignedParts,
+    ) {
+        let bytes = parts.heap_bytes() + url.len() + ENTRY_OVERHEAD;
+        let mut inner = self.lock();
+        // The URL's earlier entry makes room in any case: it is out of date.
+        if let Some(old) = inner.lru.pop(url) {
+            inner.bytes -= old.bytes;
+        }
+        // Entries are in the order of their last fetch (near enough event time): the oldest
+        // give way while they are a window older than this page.
+        while inner.bytes + bytes > self.budget {
+            match inner.lru.peek_lru() {
+                Some((_, e)) if e.at_ms < at_ms.saturating_sub(self.max_age_ms) => {
+                    let (_, old) = inner.lru.pop_lru().expect("peeked");
+                    inner.bytes -= old.bytes;
+                }
+                _ => break,
+            }
+        }
+        if inner.bytes + bytes > self.budget {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let entry = Entry {
+            checksum,
+            form: form_of(body, content_type).map(|c| c.map(str::to_owned)),
+            at_ms,
+            parts: Arc::new(parts),
+            bytes,
+        };
+        inner.lru.put(url.to_owned(), entry);
+        inner.bytes += bytes;
+    }
+
+    /// Hits, misses and what the cache holds now.
+    pub fn stats(&self) -> SignCacheStats {
+        let inner = self.lock();
+        SignCacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            entries: inner.lru.len() as u64,
+            bytes: inner.bytes as u64,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A thread that panicked while holding the lock left the map consistent (each update
+        // is a single call), so the cache stays usable.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for SignCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignCache")
+            .field("budget", &self.budget)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Preparer};
+    use base64::Engine as _;
+    use proptest::prelude::*;
+
+    const URLS: [&str; 3] = [
+        "http://a.example/doc/x.html",
+        "http://b.example/doc/x.html",
+        "http://a.example/other/",
+    ];
+    const HTML: [&str; 3] = [
+        "<p>Caf\u{e9} one two three four five six seven eight nine ten</p><a href=\"y.html\">y</a><img src=\"p.png\">",
+        "<p>Caf\u{e9} one two three four five six seven eight nine eleven</p><a href=\"/z\">z</a>",
+        "<html><body><h1>T</h1><pre>a b\nc d</pre></body></html>",
+    ];
+    const TYPES: [Option<&str>; 3] = [
+        None,
+        Some("text/html; charset=utf-8"),
+        Some("text/html; charset=iso-8859-1"),
+    ];
+    const DAY: i64 = 24 * 3600 * 1000;
+
+    /// A record: URL, body (sent as text or as bytes), content type, fetch time (days).
+    fn record(url: usize, html: usize, as_bytes: bool, ct: usize, day: i64) -> Vec<u8> {
+        let mut v = serde_json::json!({
+            "url": URLS[url], "fetched_at": crate::format_time(day * DAY), "status": 200
+        });
+        if let Some(ct) = TYPES[ct] {
+            v["content_type"] = ct.into();
+        }
+        if as_bytes {
+            v["body_base64"] = base64::engine::general_purpose::STANDARD
+                .encode(HTML[html].as_bytes())
+                .into();
+        } else {
+            v["body"] = HTML[html].into();
+        }
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    /// The signatures a prepared record carries, encoded (`Signed` has no equality of its own).
+    fn signatures(p: &crate::Prepared) -> Vec<u8> {
+        let page = p.0.as_ref().expect("the record decodes");
+        postcard::to_stdvec(page.signed.as_ref().expect("a page with content")).unwrap()
+    }
+
+    /// Bytes one cached page of URL 0 with body 0 takes.
+    fn entry_bytes() -> usize {
+        let c = Arc::new(SignCache::new(1 << 20, DAY));
+        Preparer::with_cache(&Config::default(), Arc::clone(&c))
+            .prepare(&record(0, 0, false, 0, 0));
+        c.stats().bytes as usize
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Whatever the sequence of fetches, the budget and the window, two preparers sharing a
+        /// cache give exactly the signatures of a preparer without one, within the budget.
+        #[test]
+        fn a_cached_page_has_the_signatures_signing_gives(
+            records in proptest::collection::vec((0..3usize, 0..3usize, any::<bool>(), 0..3usize, 0..3i64), 1..40),
+            budget in prop_oneof![Just(0usize), Just(3_000usize), Just(1 << 20)],
+            window_days in 1..4i64,
+        ) {
+            let cfg = Config::default();
+            let cache = Arc::new(SignCache::new(budget, window_days * DAY));
+            let mut cached = [
+                Preparer::with_cache(&cfg, Arc::clone(&cache)),
+                Preparer::with_cache(&cfg, Arc::clone(&cache)),
+            ];
+            let mut plain = Preparer::new(&cfg);
+            let mut day = 0;
+            for (i, &(u, h, b, ct, step)) in records.iter().enumerate() {
+                day += step;
+                let raw = record(u, h, b, ct, day);
+                let want = signatures(&plain.prepare(&raw));
+                prop_assert_eq!(signatures(&cached[i % 2].prepare(&raw)), want, "record {}", i);
+                let s = cache.stats();
+                prop_assert!(s.bytes <= budget as u64);
+                prop_assert_eq!(s.hits + s.misses, i as u64 + 1);
+                prop_assert!(s.refused <= s.misses);
+            }
+        }
+    }
+
+    /// A hit needs the same URL, the same body and the same way of sending it.
+    #[test]
+    fn hits_need_the_same_url_body_and_form() {
+        let cfg = Config::default();
+        let cache = Arc::new(SignCache::new(1 << 20, 14 * DAY));
+        let mut p = Preparer::with_cache(&cfg, Arc::clone(&cache));
+        let mut hits = |raw: Vec<u8>| {
+            let before = cache.stats().hits;
+            p.prepare(&raw);
+            cache.stats().hits - before
+        };
+        assert_eq!(hits(record(0, 0, false, 0, 0)), 0, "first fetch");
+        assert_eq!(hits(record(0, 0, false, 0, 7)), 1, "unchanged refetch");
+        assert_eq!(
+            hits(record(0, 0, false, 1, 7)),
+            1,
+            "a text body ignores the content type"
+        );
+        assert_eq!(hits(record(1, 0, false, 0, 7)), 0, "same body, another URL");
+        assert_eq!(
+            hits(record(0, 0, true, 1, 7)),
+            0,
+            "the same bytes sent as bytes"
+        );
+        assert_eq!(hits(record(0, 0, true, 1, 7)), 1);
+        assert_eq!(
+            hits(record(0, 0, true, 2, 7)),
+            0,
+            "bytes in another charset"
+        );
+        assert_eq!(hits(record(0, 1, true, 2, 7)), 0, "changed body");
+        assert_eq!(
+            hits(record(0, 0, true, 2, 7)),
+            0,
+            "the URL's entry is its latest fetch"
+        );
+        let s = cache.stats();
+        assert_eq!((s.entries, s.hits, s.misses, s.refused), (2, 3, 6, 0));
+    }
+
+    /// A full cache keeps the URLs it holds while they are fetched within a window (a crawl
+    /// cycle longer than the cache still hits on them), and lets entries a window old give way.
+    #[test]
+    fn a_full_cache_keeps_its_entries_for_a_window() {
+        let cfg = Config::default();
+        let one = entry_bytes();
+        let cache = Arc::new(SignCache::new(2 * one + one / 2, 3 * DAY));
+        let mut p = Preparer::with_cache(&cfg, Arc::clone(&cache));
+        let stats = |c: &SignCache| {
+            let s = c.stats();
+            (s.hits, s.misses, s.refused)
+        };
+        // A cycle of three URLs through a cache of two, twice: URLs 0 and 1 hit the second
+        // time (an LRU cache would have evicted each just before it came again).
+        for day in [0, 1] {
+            for u in 0..3 {
+                p.prepare(&record(u, 0, false, 0, day));
+            }
+        }
+        assert_eq!(stats(&cache), (2, 4, 2), "URL 2 refused twice");
+        // Day 5: URL 2 comes more than a window (3 days) after the last fetch of URLs 0 and 1.
+        p.prepare(&record(2, 0, false, 0, 5));
+        assert_eq!(stats(&cache), (2, 5, 2), "URL 0's entry gave way to URL 2");
+        p.prepare(&record(1, 0, false, 0, 5));
+        p.prepare(&record(2, 0, false, 0, 5));
+        assert_eq!(stats(&cache), (4, 5, 2));
+        p.prepare(&record(0, 0, false, 0, 5));
+        assert_eq!(
+            stats(&cache),
+            (4, 6, 3),
+            "URL 0 refused: the others are recent"
+        );
+        // A URL's own changed body replaces its entry even when the cache is full.
+        p.prepare(&record(1, 1, false, 0, 6));
+        p.prepare(&record(1, 1, false, 0, 6));
+        assert_eq!(stats(&cache), (5, 7, 3));
+        assert!(cache.stats().bytes as usize <= 2 * one + one / 2);
+    }
+}
