@@ -389,6 +389,7 @@ pub async fn run(
             // A broker may hold a fetch this long waiting for data: a bound on the latency
             // added when records trickle in (tansu holds it the whole time; 500 ms by default).
             ("fetch.wait.max.ms", "50"),
+            FETCH_QUEUE_BACKOFF,
         ])
         .create_with_context(RunContext {
             health: health.clone(),
@@ -818,6 +819,12 @@ pub async fn run(
         sign_cache: sign_cache.stats(),
     })
 }
+
+/// How long librdkafka waits before fetching again once its local queue is over
+/// `queued.max.messages.kbytes` (64 MB by default, 2,600 pages of 25 KB): 1 s by default, in
+/// which neardup drained the queue in half the time and then waited, empty, for the rest (on
+/// the medium stream, 2,974 records/s with 1 s, 4,792 with 20 ms).
+pub(crate) const FETCH_QUEUE_BACKOFF: (&str, &str) = ("fetch.queue.backoff.ms", "20");
 
 /// Buffered records applied before the run loop serves its other events again.
 const MERGE_BATCH: usize = 64;
@@ -1279,6 +1286,7 @@ fn restore_partitions(
                 ("enable.partition.eof", "false"),
                 ("queued.min.messages", "1000"),
                 ("queued.max.messages.kbytes", "8192"),
+                FETCH_QUEUE_BACKOFF,
             ])
             .create()?;
         let mut tpl = TopicPartitionList::new();
