@@ -1374,8 +1374,11 @@ impl Preparer {
 
     /// Decodes and signs one record.
     pub fn prepare(&mut self, raw: &[u8]) -> Prepared {
-        Prepared(decode(raw, &self.decode).map(|page| {
-            let signed = match (&page.body, page.has_content()) {
+        Prepared(decode(raw, &self.decode).map(|mut page| {
+            // Only signing reads the body: it is freed here, on the preparing thread, rather
+            // than carried to the one thread that applies pages in order.
+            let body = page.body.take();
+            let signed = match (&body, page.has_content()) {
                 (Some(body), true) => Some(self.sign(&page, body)),
                 _ => None,
             };
