@@ -7,6 +7,12 @@ use neardup::cli::{Cli, Command};
 use neardup::{config, demo, eval, http, kafka, replay, summary};
 use tokio::sync::watch;
 
+/// mimalloc instead of glibc's allocator: pages (25 KB bodies and their JSON) are allocated on
+/// the preparing threads and freed on the run loop's, which glibc pays for in locking and
+/// consolidation (12 % of the machine's CPU time in a run of the medium stream).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
