@@ -1653,7 +1653,11 @@ async fn the_cluster_map_is_served_over_http() {
         metric("neardup_sign_cache_hits_total"),
         metric("neardup_sign_cache_misses_total"),
     );
-    assert_eq!(hits + misses, stats.pages, "one lookup per page with content");
+    assert_eq!(
+        hits + misses,
+        stats.pages,
+        "one lookup per page with content"
+    );
     assert!(hits > 0, "no page took its signatures from the cache");
 
     assert!(signal_and_wait(child, "-TERM").success());

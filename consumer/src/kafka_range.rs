@@ -73,7 +73,10 @@ impl KafkaRange {
             .set("group.id", "neardup-replay")
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
-            .set(crate::kafka::FETCH_QUEUE_BACKOFF.0, crate::kafka::FETCH_QUEUE_BACKOFF.1);
+            .set(
+                crate::kafka::FETCH_QUEUE_BACKOFF.0,
+                crate::kafka::FETCH_QUEUE_BACKOFF.1,
+            );
         for (k, v) in &self.kafka {
             c.set(k, v);
         }
