@@ -1399,13 +1399,13 @@ impl Preparer {
                 .sign_uncached(page, body, checksum)
                 .signed(self.emit_minvalues);
         };
-        let (ct, at) = (page.content_type.as_deref(), page.fetched_at_ms);
-        if let Some(parts) = cache.get(&page.url, checksum, body, ct, at) {
+        let fetch = sign_cache::Fetch::new(page, body, checksum);
+        if let Some(parts) = cache.get(&fetch) {
             return parts.signed(self.emit_minvalues);
         }
         let parts = self.sign_uncached(page, body, checksum);
         let signed = parts.signed(self.emit_minvalues);
-        cache.put(&page.url, checksum, body, ct, at, parts);
+        cache.put(&fetch, parts);
         signed
     }
 

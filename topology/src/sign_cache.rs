@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::SignedParts;
-use neardup_schemas::Body;
+use neardup_schemas::{Body, PageEvent};
 
 /// Per-entry bookkeeping beyond the signatures and the URL: the map slot, the list links, the
 /// entry's fields (an estimate, used only against the budget).
@@ -77,11 +77,29 @@ pub struct SignCacheStats {
     pub bytes: u64,
 }
 
-/// How a body was sent, as far as signing it depends on it.
-fn form_of<'a>(body: &Body, content_type: Option<&'a str>) -> Option<Option<&'a str>> {
-    match body {
-        Body::Text(_) => None,
-        Body::Bytes(_) => Some(content_type),
+/// One fetch, as the cache looks it up.
+pub(crate) struct Fetch<'a> {
+    url: &'a str,
+    /// XXH3-128 of the raw body.
+    checksum: u128,
+    /// How the body was sent, as far as signing depends on it (see [`Entry::form`]).
+    form: Option<Option<&'a str>>,
+    /// Event time.
+    at_ms: i64,
+}
+
+impl<'a> Fetch<'a> {
+    /// The fetch of `page`, whose body is `body` with checksum `checksum`.
+    pub(crate) fn new(page: &'a PageEvent, body: &Body, checksum: u128) -> Self {
+        Fetch {
+            url: &page.url,
+            checksum,
+            form: match body {
+                Body::Text(_) => None,
+                Body::Bytes(_) => Some(page.content_type.as_deref()),
+            },
+            at_ms: page.fetched_at_ms,
+        }
     }
 }
 
@@ -102,25 +120,19 @@ impl SignCache {
         }
     }
 
-    /// The signatures cached for `url` if its last cached fetch had this body, sent the same way
-    /// (the entry then dates from this fetch, at `at_ms`).
-    pub(crate) fn get(
-        &self,
-        url: &str,
-        checksum: u128,
-        body: &Body,
-        content_type: Option<&str>,
-        at_ms: i64,
-    ) -> Option<Arc<SignedParts>> {
-        let form = form_of(body, content_type);
+    /// The signatures cached for the fetch's URL if its last cached fetch had this body, sent
+    /// the same way (the entry then dates from this fetch).
+    pub(crate) fn get(&self, f: &Fetch<'_>) -> Option<Arc<SignedParts>> {
         let hit = {
             let mut inner = self.lock();
             inner
                 .lru
-                .get_mut(url)
-                .filter(|e| e.checksum == checksum && e.form.as_ref().map(|c| c.as_deref()) == form)
+                .get_mut(f.url)
+                .filter(|e| {
+                    e.checksum == f.checksum && e.form.as_ref().map(|c| c.as_deref()) == f.form
+                })
                 .map(|e| {
-                    e.at_ms = e.at_ms.max(at_ms);
+                    e.at_ms = e.at_ms.max(f.at_ms);
                     Arc::clone(&e.parts)
                 })
         };
@@ -133,17 +145,10 @@ impl SignCache {
         hit
     }
 
-    /// Remembers the signatures of `url`'s fetch at `at_ms` (replacing any earlier fetch's),
-    /// if they fit: in free room, or in place of entries more than a window older.
-    pub(crate) fn put(
-        &self,
-        url: &str,
-        checksum: u128,
-        body: &Body,
-        content_type: Option<&str>,
-        at_ms: i64,
-        parts: SignedParts,
-    ) {
+    /// Remembers the signatures of the fetch (replacing any earlier fetch's of its URL), if they
+    /// fit: in free room, or in place of entries more than a window older.
+    pub(crate) fn put(&self, f: &Fetch<'_>, parts: SignedParts) {
+        let (url, at_ms) = (f.url, f.at_ms);
         let bytes = parts.heap_bytes() + url.len() + ENTRY_OVERHEAD;
         let mut inner = self.lock();
         // The URL's earlier entry makes room in any case: it is out of date.
@@ -166,8 +171,8 @@ impl SignCache {
             return;
         }
         let entry = Entry {
-            checksum,
-            form: form_of(body, content_type).map(|c| c.map(str::to_owned)),
+            checksum: f.checksum,
+            form: f.form.map(|c| c.map(str::to_owned)),
             at_ms,
             parts: Arc::new(parts),
             bytes,
@@ -304,31 +309,25 @@ mod tests {
             p.prepare(&raw);
             cache.stats().hits - before
         };
-        assert_eq!(hits(record(0, 0, false, 0, 0)), 0, "first fetch");
-        assert_eq!(hits(record(0, 0, false, 0, 7)), 1, "unchanged refetch");
-        assert_eq!(
-            hits(record(0, 0, false, 1, 7)),
-            1,
-            "a text body ignores the content type"
-        );
-        assert_eq!(hits(record(1, 0, false, 0, 7)), 0, "same body, another URL");
-        assert_eq!(
-            hits(record(0, 0, true, 1, 7)),
-            0,
-            "the same bytes sent as bytes"
-        );
-        assert_eq!(hits(record(0, 0, true, 1, 7)), 1);
-        assert_eq!(
-            hits(record(0, 0, true, 2, 7)),
-            0,
-            "bytes in another charset"
-        );
-        assert_eq!(hits(record(0, 1, true, 2, 7)), 0, "changed body");
-        assert_eq!(
-            hits(record(0, 0, true, 2, 7)),
-            0,
-            "the URL's entry is its latest fetch"
-        );
+        // (URL, body, sent as bytes, content type, day), hits, why
+        let cases = [
+            ((0, 0, false, 0, 0), 0, "first fetch"),
+            ((0, 0, false, 0, 7), 1, "unchanged refetch"),
+            (
+                (0, 0, false, 1, 7),
+                1,
+                "a text body ignores the content type",
+            ),
+            ((1, 0, false, 0, 7), 0, "same body, another URL"),
+            ((0, 0, true, 1, 7), 0, "the same bytes sent as bytes"),
+            ((0, 0, true, 1, 7), 1, "and again"),
+            ((0, 0, true, 2, 7), 0, "bytes in another charset"),
+            ((0, 1, true, 2, 7), 0, "changed body"),
+            ((0, 0, true, 2, 7), 0, "the URL's entry is its latest fetch"),
+        ];
+        for ((u, h, b, ct, day), want, why) in cases {
+            assert_eq!(hits(record(u, h, b, ct, day)), want, "{why}");
+        }
         let s = cache.stats();
         assert_eq!((s.entries, s.hits, s.misses, s.refused), (2, 3, 6, 0));
     }
