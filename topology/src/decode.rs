@@ -121,7 +121,7 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
     })?;
     let value: Value = serde_json::from_str(text)
         .map_err(|e| DecodeError::new(NotJson, format!("record is not JSON: {e}")))?;
-    let Value::Object(obj) = value else {
+    let Value::Object(mut obj) = value else {
         return Err(DecodeError::new(
             NotAnObject,
             format!("record is JSON {} but must be an object", json_type(&value)),
@@ -180,11 +180,12 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
             ))
         }
     };
-    let content_type = optional_str(&obj, "content_type")?;
-    let ip = optional_str(&obj, "ip")?;
-    let crawl_id = optional_str(&obj, "crawl_id")?;
+    let fetched_at = fetched_at.to_owned();
+    let content_type = optional_str(&obj, "content_type")?.map(str::to_owned);
+    let ip = optional_str(&obj, "ip")?.map(str::to_owned);
+    let crawl_id = optional_str(&obj, "crawl_id")?.map(str::to_owned);
     let body = match (
-        optional_str(&obj, "body")?,
+        optional_str(&obj, "body")?.map(str::len),
         optional_str(&obj, "body_base64")?,
     ) {
         (Some(_), Some(_)) => {
@@ -193,9 +194,13 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
                 "both body and body_base64 are present; send exactly one",
             ))
         }
-        (Some(text), None) => {
-            check_size(text.len(), limits)?;
-            Some(Body::Text(text.to_owned()))
+        (Some(len), None) => {
+            check_size(len, limits)?;
+            // Moved out of the parsed record, not copied: bodies are most of its bytes.
+            match obj.remove("body") {
+                Some(Value::String(text)) => Some(Body::Text(text)),
+                _ => None,
+            }
         }
         (None, Some(b64)) => {
             let bytes = base64::engine::general_purpose::STANDARD
@@ -209,7 +214,7 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
             check_size(bytes.len(), limits)?;
             // Refuse bytes that do not decode in the declared or sniffed charset now, so the
             // record lands in the dead letters rather than being indexed as mojibake.
-            charset::decode_body(&bytes, content_type)
+            charset::decode_body(&bytes, content_type.as_deref())
                 .map_err(|e| DecodeError::new(UndecodableBody, e.to_string()))?;
             Some(Body::Bytes(bytes))
         }
@@ -217,12 +222,12 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
     };
     Ok(PageEvent {
         url,
-        fetched_at: fetched_at.to_owned(),
+        fetched_at,
         fetched_at_ms,
         status,
-        content_type: content_type.map(str::to_owned),
-        ip: ip.map(str::to_owned),
-        crawl_id: crawl_id.map(str::to_owned),
+        content_type,
+        ip,
+        crawl_id,
         body,
     })
 }
