@@ -145,25 +145,20 @@ impl KafkaOptions {
         format!("{}internal.answered", self.output_prefix)
     }
 
-    /// These options as the stage reads its input: the index stage reads the internal topic
-    /// with a consumer group of its own.
+    /// These options as the stage reads its input: each stage after signing reads the internal
+    /// topic before it with a consumer group of its own (GROUP + `.` + the stage's name).
     fn for_stage(&self) -> KafkaOptions {
         let mut o = self.clone();
-        if self.stage == Stage::Shard {
-            o.input_topic = self.steps_topic();
-            o.group = format!("{}.shard", self.group);
-        }
-        if self.stage == Stage::Verify {
-            o.input_topic = self.answered_topic();
-            o.group = format!("{}.verify", self.group);
-        }
-        if self.stage == Stage::Index {
-            o.input_topic = self.internal_topic();
-            o.group = format!("{}.index", self.group);
-        }
-        if self.stage == Stage::Cluster {
-            o.input_topic = self.indexed_topic();
-            o.group = format!("{}.cluster", self.group);
+        let input = match self.stage {
+            Stage::Index => Some(self.internal_topic()),
+            Stage::Shard => Some(self.steps_topic()),
+            Stage::Verify => Some(self.answered_topic()),
+            Stage::Cluster => Some(self.indexed_topic()),
+            Stage::All | Stage::Sign | Stage::Mirror => None,
+        };
+        if let Some(topic) = input {
+            o.input_topic = topic;
+            o.group = format!("{}.{}", self.group, self.stage.name());
         }
         if self.stage == Stage::Sign {
             // Nothing to keep: signing is stateless.
@@ -760,11 +755,7 @@ pub async fn run(
                         assigned = assignment(&consumer)?;
                         assigned.insert(p);
                     }
-                    let at = match &prepared {
-                        Ready::Page(page) => page.event_time_ms(),
-                        Ready::Indexed(_) | Ready::Sharded(_) => None,
-                    };
-                    merge.push(p, at, (o, era, payload, prepared));
+                    merge.push(p, prepared.event_time_ms(), (o, era, payload, prepared));
                 } else {
                     apply!(p, o, era, payload, prepared);
                 }
@@ -839,6 +830,17 @@ enum Ready {
     Page(Prepared),
     Indexed(Indexed),
     Sharded(Sharded),
+}
+
+impl Ready {
+    /// The event time the merge orders pages by; records of the internal topics after the
+    /// index stage come from one partition and need none.
+    fn event_time_ms(&self) -> Option<i64> {
+        match self {
+            Ready::Page(page) => page.event_time_ms(),
+            Ready::Indexed(_) | Ready::Sharded(_) => None,
+        }
+    }
 }
 
 /// A record prepared as `stage` prepares it (on a preparing thread, or to restore state): read
@@ -1340,11 +1342,7 @@ fn restore_partitions(
                         m.offset()
                     )
                 })?;
-                let at = match &ready {
-                    Ready::Page(page) => page.event_time_ms(),
-                    Ready::Indexed(_) | Ready::Sharded(_) => None,
-                };
-                merge.push(p, at, (m.offset(), payload, ready));
+                merge.push(p, ready.event_time_ms(), (m.offset(), payload, ready));
                 buffered[i] = true;
             }
             let Some((p, (offset, payload, ready))) =

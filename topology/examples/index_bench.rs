@@ -325,14 +325,13 @@ fn split_parts(pages: u64, shards: usize, reps: usize) {
                 out.drain().for_each(drop);
             }
             let t_follow = t0.elapsed().as_secs_f64();
-            let size = |v: &dyn Fn() -> Vec<u8>| v().len() as f64;
             let steps_size: f64 = steps
                 .iter()
-                .map(|st| size(&|| postcard::to_stdvec(st).expect("a step serializes")))
+                .map(|st| postcard::to_stdvec(st).expect("a step serializes").len() as f64)
                 .sum();
             let answers_size: f64 = given
                 .iter()
-                .map(|a| size(&|| postcard::to_stdvec(a).expect("answers serialize")))
+                .map(|a| postcard::to_stdvec(a).expect("answers serialize").len() as f64)
                 .sum();
             (
                 t_seq,
