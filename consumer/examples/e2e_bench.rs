@@ -5,7 +5,7 @@
 //! tests/kafka-test-broker.sh start            # or any broker
 //! cargo build --release -p neardup --example e2e_bench
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
-//!     [--limit N] [--latency-records N]
+//!     [--limit N] [--latency-records N] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -258,7 +258,18 @@ fn main() {
         bare * mb / lines.len() as f64
     );
 
-    let (secs, peak_kib, err) = neardup(&brokers, &topic, &prefix("run"), &["--exit-at-end"], None);
+    // Arguments after `--` go to both runs of neardup (e.g. `-X compression.type=lz4`).
+    let passed: Vec<&str> = args
+        .iter()
+        .position(|a| a == "--")
+        .map_or(&[][..], |i| &args[i + 1..])
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let run_args: Vec<&str> = std::iter::once("--exit-at-end")
+        .chain(passed.iter().copied())
+        .collect();
+    let (secs, peak_kib, err) = neardup(&brokers, &topic, &prefix("run"), &run_args, None);
     let rate = lines.len() as f64 / secs;
     let window = err
         .lines()
@@ -298,12 +309,14 @@ fn main() {
     let half = rate / 2.0;
     let brokers2 = brokers.clone();
     let live_prefix = prefix("live");
+    let live_args: Vec<String> = passed.iter().map(|a| a.to_string()).collect();
     let runner = std::thread::spawn(move || {
+        let live_args: Vec<&str> = live_args.iter().map(String::as_str).collect();
         neardup(
             &brokers2,
             &live_topic,
             &live_prefix,
-            &[],
+            &live_args,
             Some(Duration::from_secs_f64(n as f64 / half + 20.0)),
         )
     });

@@ -12,6 +12,8 @@ use base64::Engine as _;
 use neardup_schemas::{
     Body, DeadLetterEvent, DeadLetterReason, OutputEvent, OutputKind, PageEvent, Source,
 };
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -96,6 +98,266 @@ fn floor_char_boundary_lossy(raw: &[u8], max: usize) -> usize {
 
 /// Decodes one input record. Never panics, whatever the bytes.
 pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeError> {
+    envelope(raw, limits)?.into_page(limits)
+}
+
+/// A record decoded but for its body, which is still the JSON text of the record.
+///
+/// Reading a body (unescaping its JSON string, and for `body_base64` decoding it and checking
+/// its charset) is most of decoding's work, and a page whose body the sign cache knows by its
+/// JSON text does not need it. Every check but the body's is done; [`Envelope::into_page`]
+/// does the body's, so `decode` is `envelope` then `into_page`, with exactly the results of the
+/// generic decoder ([`decode_generic`]) that parses the whole record into a JSON value.
+pub(crate) struct Envelope<'a> {
+    /// The page, without its body.
+    pub page: PageEvent,
+    body: PendingBody<'a>,
+    raw: &'a [u8],
+}
+
+enum PendingBody<'a> {
+    /// The body, already decoded (or there was none).
+    Decoded(Option<Body>),
+    /// `body`, as its JSON string (quotes included).
+    Text(&'a str),
+    /// `body_base64`, as its JSON string (quotes included).
+    Base64(&'a str),
+}
+
+/// How a record sent its body, for [`Envelope::body_literal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyForm {
+    /// As `body` (text).
+    Text,
+    /// As `body_base64` (bytes).
+    Base64,
+}
+
+impl<'a> Envelope<'a> {
+    /// The body's JSON string as the record sent it, quotes and escapes included, and how it
+    /// was sent; `None` when there is no body or it was decoded already. Equal strings sent the
+    /// same way give equal bodies (or, both, no page at all).
+    pub(crate) fn body_literal(&self) -> Option<(&'a str, BodyForm)> {
+        match self.body {
+            PendingBody::Decoded(_) => None,
+            PendingBody::Text(l) => Some((l, BodyForm::Text)),
+            PendingBody::Base64(l) => Some((l, BodyForm::Base64)),
+        }
+    }
+
+    /// True when the record has a body.
+    pub(crate) fn has_body(&self) -> bool {
+        !matches!(self.body, PendingBody::Decoded(None))
+    }
+
+    /// The page with its body decoded and checked.
+    pub(crate) fn into_page(self, limits: &DecodeLimits) -> Result<PageEvent, DecodeError> {
+        let body = match self.body {
+            PendingBody::Decoded(body) => return Ok(PageEvent { body, ..self.page }),
+            PendingBody::Text(lit) => unescape(lit)
+                .filter(|text| text.len() <= limits.max_body_bytes)
+                .map(Body::Text),
+            PendingBody::Base64(lit) => unescape(lit).and_then(|b64| {
+                let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+                let fits = bytes.len() <= limits.max_body_bytes;
+                let readable =
+                    charset::decode_body(&bytes, self.page.content_type.as_deref()).is_ok();
+                (fits && readable).then_some(Body::Bytes(bytes))
+            }),
+        };
+        match body {
+            Some(b) => Ok(PageEvent {
+                body: Some(b),
+                ..self.page
+            }),
+            // The body does not decode: the generic decoder says why, as it always has.
+            None => decode_generic(self.raw, limits),
+        }
+    }
+}
+
+/// Decodes a record but for its body. Never panics, whatever the bytes.
+pub(crate) fn envelope<'a>(
+    raw: &'a [u8],
+    limits: &DecodeLimits,
+) -> Result<Envelope<'a>, DecodeError> {
+    let text = check_record(raw, limits)?;
+    // The quick way: the fields the contract names, with the body left as JSON text. Anything
+    // it does not take (a record with an error, a body over the limit) goes the generic way,
+    // which gives every error its reason and message.
+    if let Some(e) = quick_envelope(text, raw, limits) {
+        return Ok(e);
+    }
+    let mut page = decode_generic(raw, limits)?;
+    let body = page.body.take();
+    Ok(Envelope {
+        page,
+        body: PendingBody::Decoded(body),
+        raw,
+    })
+}
+
+fn quick_envelope<'a>(text: &'a str, raw: &'a [u8], limits: &DecodeLimits) -> Option<Envelope<'a>> {
+    let f: Fields<'a> = serde_json::from_str(text).ok()?;
+    let page = header(&f.small).ok()?;
+    let literal = |v: Option<&'a RawValue>| match v.map(RawValue::get) {
+        None | Some("null") => Some(None),
+        Some(l) if l.starts_with('"') => Some(Some(l)),
+        Some(_) => None,
+    };
+    let body = match (literal(f.body)?, literal(f.body_base64)?) {
+        (Some(_), Some(_)) => return None,
+        // A text body's JSON is at least as long as the body (quotes included).
+        (Some(l), None) if l.len() <= limits.max_body_bytes.saturating_add(2) => {
+            PendingBody::Text(l)
+        }
+        (Some(_), None) => return None,
+        (None, Some(l)) => PendingBody::Base64(l),
+        (None, None) => PendingBody::Decoded(None),
+    };
+    Some(Envelope { page, body, raw })
+}
+
+/// The fields of a record the contract names (a later copy of a field replaces an earlier one,
+/// as in a JSON value), the body's JSON text borrowed from the record, unchecked beyond what
+/// JSON syntax requires.
+#[derive(Default)]
+struct Fields<'a> {
+    small: Map<String, Value>,
+    body: Option<&'a RawValue>,
+    body_base64: Option<&'a RawValue>,
+}
+
+/// A field name of a record.
+enum Key {
+    Small(&'static str),
+    Body,
+    BodyBase64,
+    Other,
+}
+
+const SMALL_FIELDS: [&str; 6] = [
+    "url",
+    "fetched_at",
+    "status",
+    "content_type",
+    "ip",
+    "crawl_id",
+];
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key, E> {
+                Ok(match k {
+                    "body" => Key::Body,
+                    "body_base64" => Key::BodyBase64,
+                    _ => SMALL_FIELDS
+                        .iter()
+                        .find(|&&f| f == k)
+                        .map_or(Key::Other, |&f| Key::Small(f)),
+                })
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Fields<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Fields<'a>, M::Error> {
+                let mut f = Fields::default();
+                while let Some(k) = m.next_key::<Key>()? {
+                    match k {
+                        Key::Small(name) => {
+                            f.small.insert(name.to_owned(), m.next_value()?);
+                        }
+                        // A repeated body goes the generic way, which also checks the copy
+                        // that the later one replaces.
+                        Key::Body | Key::BodyBase64 => {
+                            let slot = match k {
+                                Key::Body => &mut f.body,
+                                _ => &mut f.body_base64,
+                            };
+                            if slot.replace(m.next_value()?).is_some() {
+                                return Err(serde::de::Error::custom("repeated body"));
+                            }
+                        }
+                        // Parsed, not skipped, so that it is checked as strictly as before.
+                        Key::Other => {
+                            m.next_value::<Value>()?;
+                        }
+                    }
+                }
+                Ok(f)
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// The string a JSON string literal (quotes included, as serde_json accepted it) stands for;
+/// `None` where serde_json would refuse it (a lone surrogate).
+fn unescape(lit: &str) -> Option<String> {
+    let s = lit.as_bytes().get(1..lit.len().checked_sub(1)?)?;
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while let Some(j) = memchr::memchr(b'\\', &s[i..]) {
+        out.extend_from_slice(&s[i..i + j]);
+        i += j + 1;
+        let c = *s.get(i)?;
+        i += 1;
+        match c {
+            b'"' | b'\\' | b'/' => out.push(c),
+            b'b' => out.push(0x08),
+            b'f' => out.push(0x0c),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b't' => out.push(b'\t'),
+            b'u' => {
+                let hi = hex4(s.get(i..i + 4)?)?;
+                i += 4;
+                let code = if (0xD800..0xDC00).contains(&hi) {
+                    if s.get(i..i + 2)? != b"\\u" {
+                        return None;
+                    }
+                    let lo = hex4(s.get(i + 2..i + 6)?)?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return None;
+                    }
+                    i += 6;
+                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                } else {
+                    hi
+                };
+                let ch = char::from_u32(code)?;
+                out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+            }
+            _ => return None,
+        }
+    }
+    out.extend_from_slice(&s[i..]);
+    String::from_utf8(out).ok()
+}
+
+fn hex4(h: &[u8]) -> Option<u32> {
+    h.iter()
+        .try_fold(0u32, |v, &d| Some(v << 4 | (d as char).to_digit(16)?))
+}
+
+/// The checks on the record's bytes before any parsing: its size and UTF-8.
+fn check_record<'a>(raw: &'a [u8], limits: &DecodeLimits) -> Result<&'a str, DecodeError> {
     use DeadLetterReason::*;
     // A body over the limit makes the record over the limit plus the JSON around it; reject such
     // records before parsing megabytes. Base64 inflates by 4/3, so allow for that.
@@ -110,7 +372,7 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
             ),
         ));
     }
-    let text = std::str::from_utf8(raw).map_err(|e| {
+    std::str::from_utf8(raw).map_err(|e| {
         DecodeError::new(
             InvalidUtf8,
             format!(
@@ -118,7 +380,14 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
                 e.valid_up_to()
             ),
         )
-    })?;
+    })
+}
+
+/// Decodes one record by parsing it whole into a JSON value: the reference for every result
+/// of [`decode`], and the way of records the quick way does not take.
+fn decode_generic(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeError> {
+    use DeadLetterReason::*;
+    let text = check_record(raw, limits)?;
     let value: Value = serde_json::from_str(text)
         .map_err(|e| DecodeError::new(NotJson, format!("record is not JSON: {e}")))?;
     let Value::Object(mut obj) = value else {
@@ -127,8 +396,50 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
             format!("record is JSON {} but must be an object", json_type(&value)),
         ));
     };
+    let page = header(&obj)?;
+    let body = match (
+        optional_str(&obj, "body")?.map(str::len),
+        optional_str(&obj, "body_base64")?,
+    ) {
+        (Some(_), Some(_)) => {
+            return Err(DecodeError::new(
+                ConflictingBody,
+                "both body and body_base64 are present; send exactly one",
+            ))
+        }
+        (Some(len), None) => {
+            check_size(len, limits)?;
+            // Moved out of the parsed record, not copied: bodies are most of its bytes.
+            match obj.remove("body") {
+                Some(Value::String(text)) => Some(Body::Text(text)),
+                _ => None,
+            }
+        }
+        (None, Some(b64)) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| {
+                    DecodeError::new(
+                        InvalidBase64,
+                        format!("body_base64 is not standard base64: {e}"),
+                    )
+                })?;
+            check_size(bytes.len(), limits)?;
+            // Refuse bytes that do not decode in the declared or sniffed charset now, so the
+            // record lands in the dead letters rather than being indexed as mojibake.
+            charset::decode_body(&bytes, page.content_type.as_deref())
+                .map_err(|e| DecodeError::new(UndecodableBody, e.to_string()))?;
+            Some(Body::Bytes(bytes))
+        }
+        (None, None) => None,
+    };
+    Ok(PageEvent { body, ..page })
+}
 
-    let url = required_str(&obj, "url")?;
+/// Every field but the body, checked, from the record's fields (the body is `None`).
+fn header(obj: &Map<String, Value>) -> Result<PageEvent, DecodeError> {
+    use DeadLetterReason::*;
+    let url = required_str(obj, "url")?;
     check_url(url)?;
     // Schemes are case-insensitive (RFC 3986 §3.1); publish the canonical lower-case form so
     // that `HTTP://x` and `http://x` are one URL downstream.
@@ -138,7 +449,7 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
         }
         _ => url.to_owned(),
     };
-    let fetched_at = required_str(&obj, "fetched_at")?;
+    let fetched_at = required_str(obj, "fetched_at")?;
     let when = OffsetDateTime::parse(fetched_at, &Rfc3339).map_err(|e| {
         DecodeError::new(
             InvalidTimestamp,
@@ -181,45 +492,9 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
         }
     };
     let fetched_at = fetched_at.to_owned();
-    let content_type = optional_str(&obj, "content_type")?.map(str::to_owned);
-    let ip = optional_str(&obj, "ip")?.map(str::to_owned);
-    let crawl_id = optional_str(&obj, "crawl_id")?.map(str::to_owned);
-    let body = match (
-        optional_str(&obj, "body")?.map(str::len),
-        optional_str(&obj, "body_base64")?,
-    ) {
-        (Some(_), Some(_)) => {
-            return Err(DecodeError::new(
-                ConflictingBody,
-                "both body and body_base64 are present; send exactly one",
-            ))
-        }
-        (Some(len), None) => {
-            check_size(len, limits)?;
-            // Moved out of the parsed record, not copied: bodies are most of its bytes.
-            match obj.remove("body") {
-                Some(Value::String(text)) => Some(Body::Text(text)),
-                _ => None,
-            }
-        }
-        (None, Some(b64)) => {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|e| {
-                    DecodeError::new(
-                        InvalidBase64,
-                        format!("body_base64 is not standard base64: {e}"),
-                    )
-                })?;
-            check_size(bytes.len(), limits)?;
-            // Refuse bytes that do not decode in the declared or sniffed charset now, so the
-            // record lands in the dead letters rather than being indexed as mojibake.
-            charset::decode_body(&bytes, content_type.as_deref())
-                .map_err(|e| DecodeError::new(UndecodableBody, e.to_string()))?;
-            Some(Body::Bytes(bytes))
-        }
-        (None, None) => None,
-    };
+    let content_type = optional_str(obj, "content_type")?.map(str::to_owned);
+    let ip = optional_str(obj, "ip")?.map(str::to_owned);
+    let crawl_id = optional_str(obj, "crawl_id")?.map(str::to_owned);
     Ok(PageEvent {
         url,
         fetched_at,
@@ -228,7 +503,7 @@ pub fn decode(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeErro
         content_type,
         ip,
         crawl_id,
-        body,
+        body: None,
     })
 }
 
@@ -521,26 +796,129 @@ mod tests {
         assert_eq!(dl.event_id.len(), 32);
     }
 
+    /// `decode` (the quick way when it can) against the generic decoder: equal results, errors
+    /// included. Returns the result.
+    fn decode_checked(raw: &[u8]) -> Result<PageEvent, DecodeError> {
+        let limits = DecodeLimits {
+            max_body_bytes: 64,
+            ..DecodeLimits::default()
+        };
+        for limits in [DecodeLimits::default(), limits] {
+            assert_eq!(
+                decode(raw, &limits),
+                decode_generic(raw, &limits),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        decode(raw, &DecodeLimits::default())
+    }
+
+    /// Pieces of JSON string literals: plain text, every escape, surrogate pairs and lone
+    /// surrogates, a raw control character.
+    fn arb_literal() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            "[a-zA-Z0-9 <>=/]{0,12}",
+            Just("é€😀".to_owned()),
+            proptest::sample::select(vec![
+                r#"\""#,
+                r"\\",
+                r"\/",
+                r"\b",
+                r"\f",
+                r"\n",
+                r"\r",
+                r"\t",
+                r"\u0000",
+                r"\u00e9",
+                r"\u20AC",
+                r"\ud83d\ude00",
+                r"\uD83D\uDE00",
+                r"\ud83d",
+                r"\ude00",
+                r"\ud83d\u0041",
+                r"\ud83d\ud83d",
+                r"\u12",
+                r"\x",
+                "\u{1}",
+            ])
+            .prop_map(str::to_owned),
+        ];
+        proptest::collection::vec(piece, 0..12).prop_map(|p| format!("\"{}\"", p.concat()))
+    }
+
+    use proptest::prelude::*;
+
     proptest::proptest! {
         #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
         #[test]
-        fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
-            let _ = decode(&bytes, &DecodeLimits::default());
+        fn random_bytes_decode_as_the_generic_decoder_does(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            let _ = decode_checked(&bytes);
         }
 
         #[test]
-        fn random_json_never_panics(v in crate::testutil::arb_json()) {
+        fn random_json_decodes_as_the_generic_decoder_does(v in crate::testutil::arb_json()) {
             let s = serde_json::to_vec(&v).unwrap();
-            let _ = decode(&s, &DecodeLimits::default());
+            let _ = decode_checked(&s);
         }
 
         #[test]
-        fn mutated_good_records_never_panic(cut in 0usize..400, byte in proptest::num::u8::ANY, at in 0usize..400) {
+        fn mutated_good_records_decode_as_the_generic_decoder_does(cut in 0usize..400, byte in proptest::num::u8::ANY, at in 0usize..400) {
             let mut b = GOOD.as_bytes().to_vec();
             let at = at % b.len();
             b[at] = byte;
             b.truncate(cut.max(1));
-            let _ = decode(&b, &DecodeLimits::default());
+            let _ = decode_checked(&b);
         }
+
+        /// Records with bodies of every escape, sent as text or base64, repeated fields, escaped
+        /// field names and unknown fields.
+        #[test]
+        fn bodies_decode_as_the_generic_decoder_does(
+            body in arb_literal(),
+            b64 in proptest::option::of(prop_oneof![Just("\"PGI+eDwvYj4=\"".to_owned()), Just(r#""PGI+eDwvYj4\u003d""#.to_owned()), Just("\"Q2Fm6SD/\"".to_owned()), arb_literal()]),
+            key in proptest::sample::select(vec!["body", "b\\u006fdy", "body_base64", "other"]),
+            again in proptest::option::of(arb_literal()),
+            extra in proptest::sample::select(vec!["", r#","x":[1e400]"#, r#","x":"\ud800""#, r#","x":{"y":[true,null]}"#, r#","status":404"#, r#","content_type":"text/html; charset=utf-8""#]),
+        ) {
+            let mut line = format!(r#"{{"url":"http://a.example/","fetched_at":"2026-11-02T10:15:00Z","status":200,"{key}":{body}{extra}"#);
+            if let Some(b) = b64 {
+                line += &format!(r#","body_base64":{b}"#);
+            }
+            if let Some(a) = again {
+                line += &format!(r#","{key}":{a}"#);
+            }
+            line.push('}');
+            let _ = decode_checked(line.as_bytes());
+        }
+
+        /// A literal unescapes to what serde_json reads in it, or is left to serde_json.
+        #[test]
+        fn literals_unescape_as_serde_json_reads_them(lit in arb_literal(), s in "\\PC{0,40}") {
+            let accepted = serde_json::from_str::<&RawValue>(&lit).is_ok();
+            if let (true, Some(u)) = (accepted, unescape(&lit)) {
+                prop_assert_eq!(Some(u), serde_json::from_str::<String>(&lit).ok());
+            }
+            let quoted = serde_json::to_string(&s).unwrap();
+            prop_assert_eq!(unescape(&quoted), Some(s));
+        }
+    }
+
+    #[test]
+    fn the_quick_way_takes_good_records() {
+        // Not only the generic way: the records a crawler sends go the quick way.
+        let limits = DecodeLimits::default();
+        let e = envelope(GOOD.as_bytes(), &limits).unwrap();
+        assert_eq!(e.body_literal(), Some(("\"<p>hi</p>\"", BodyForm::Text)));
+        let line = GOOD.replace(r#""body":"<p>hi</p>""#, r#""body_base64":"PGI+eDwvYj4=""#);
+        let e = envelope(line.as_bytes(), &limits).unwrap();
+        assert_eq!(
+            e.body_literal(),
+            Some(("\"PGI+eDwvYj4=\"", BodyForm::Base64))
+        );
+        assert_eq!(
+            e.into_page(&limits).unwrap().body,
+            Some(Body::Bytes(b"<b>x</b>".to_vec()))
+        );
     }
 }

@@ -1374,42 +1374,50 @@ impl Preparer {
 
     /// Decodes and signs one record.
     pub fn prepare(&mut self, raw: &[u8]) -> Prepared {
-        Prepared(decode(raw, &self.decode).map(|mut page| {
-            // Only signing reads the body: it is freed here, on the preparing thread, rather
-            // than carried to the one thread that applies pages in order.
-            let body = page.body.take();
-            let signed = match (&body, page.has_content()) {
-                (Some(body), true) => Some(self.sign(&page, body)),
-                _ => None,
-            };
-            Box::new(PreparedPage {
-                page,
-                signed,
-                origin: None,
-            })
-        }))
+        Prepared(self.prepare_page(raw).map(Box::new))
     }
 
-    /// Every signature of a page with content (all but its change since the previous fetch),
-    /// from the cache when the page's URL was last cached with this body.
-    fn sign(&mut self, page: &PageEvent, body: &Body) -> Signed {
-        let checksum = xxhash_rust::xxh3::xxh3_128(body.raw());
-        let Some(cache) = self.cache.clone() else {
-            return self
-                .sign_uncached(page, body, checksum)
-                .signed(self.emit_minvalues);
+    fn prepare_page(&mut self, raw: &[u8]) -> Result<PreparedPage, DecodeError> {
+        let envelope = decode::envelope(raw, &self.decode)?;
+        let content = envelope.page.has_content() && envelope.has_body();
+        // A page the cache knows by its body's JSON text needs no decoding of its body.
+        let key = match (&self.cache, envelope.body_literal()) {
+            (Some(cache), Some((literal, form))) if content => {
+                let key = sign_cache::BodyKey::new(literal, form);
+                if let Some(parts) = cache.get(&sign_cache::Fetch::new(&envelope.page, key)) {
+                    return Ok(PreparedPage {
+                        signed: Some(parts.signed(self.emit_minvalues)),
+                        page: envelope.page,
+                        origin: None,
+                    });
+                }
+                Some(key)
+            }
+            _ => None,
         };
-        let fetch = sign_cache::Fetch::new(page, body, checksum);
-        if let Some(parts) = cache.get(&fetch) {
-            return parts.signed(self.emit_minvalues);
-        }
-        let parts = self.sign_uncached(page, body, checksum);
-        let signed = parts.signed(self.emit_minvalues);
-        cache.put(&fetch, parts);
-        signed
+        let mut page = envelope.into_page(&self.decode)?;
+        // Only signing reads the body: it is freed here, on the preparing thread, rather than
+        // carried to the one thread that applies pages in order.
+        let signed = match page.body.take() {
+            Some(body) if content => {
+                let parts = self.sign_uncached(&page, &body);
+                let signed = parts.signed(self.emit_minvalues);
+                if let (Some(cache), Some(key)) = (&self.cache, key) {
+                    cache.put(&sign_cache::Fetch::new(&page, key), parts);
+                }
+                Some(signed)
+            }
+            _ => None,
+        };
+        Ok(PreparedPage {
+            page,
+            signed,
+            origin: None,
+        })
     }
 
-    fn sign_uncached(&mut self, page: &PageEvent, body: &Body, checksum: u128) -> SignedParts {
+    fn sign_uncached(&mut self, page: &PageEvent, body: &Body) -> SignedParts {
+        let checksum = xxhash_rust::xxh3::xxh3_128(body.raw());
         let page_url = url::Url::parse(&page.url).ok();
         let (sig, charset) = match body {
             Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8"),

@@ -4,14 +4,16 @@
 //! Most refetches find a page unchanged: Fetterly et al. (2003) saw about two thirds of pages
 //! unchanged from one weekly crawl to the next, and 63.6 % of the pages with content in the
 //! bench's medium stream repeat their URL's previous body byte for byte. Signing costs most of a
-//! record's CPU time, while this lookup costs a hash of the body (which signing takes anyway,
-//! for the checksum) and a map probe.
+//! record's CPU time, and decoding the body (unescaping its JSON string, or its base64) most of
+//! the rest, while this lookup costs a hash of the body's JSON text and a map probe.
 //!
 //! A page's signatures depend on its body, on how the body was sent (text, or bytes in the
 //! charset its `Content-Type` names), on its URL (links and `<img>` terms are resolved against
 //! it) and on the signer's parameters, which are fixed for a cache. The cache is keyed by the
-//! URL and checks the other inputs on every hit, so a hit gives exactly what signing would: a
-//! replay's outputs do not depend on the cache, its size or which thread filled it.
+//! URL and checks the other inputs on every hit, the body by the XXH3-128 of its JSON string in
+//! the record (the same text is the same body; the same body written with other escapes is a
+//! miss, and is signed). So a hit gives exactly what decoding and signing would: a replay's
+//! outputs do not depend on the cache, its size or which thread filled it.
 //!
 //! Entries keep the signatures as numbers (their hex is written again on a hit) and the
 //! out-links in one string. The cache is bounded by an approximate byte budget: about 6.5 KB
@@ -27,8 +29,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::decode::BodyForm;
 use crate::SignedParts;
-use neardup_schemas::{Body, PageEvent};
+use neardup_schemas::PageEvent;
 
 /// Per-entry bookkeeping beyond the signatures and the URL: the map slot, the list links, the
 /// entry's fields (an estimate, used only against the budget).
@@ -51,8 +54,8 @@ struct Inner {
 }
 
 struct Entry {
-    /// XXH3-128 of the raw body.
-    checksum: u128,
+    /// XXH3-128 of the body's JSON text.
+    body: u128,
     /// How the body was sent: `None` for text, the `Content-Type` for bytes (its charset
     /// decodes them).
     form: Option<Option<String>>,
@@ -77,11 +80,29 @@ pub struct SignCacheStats {
     pub bytes: u64,
 }
 
+/// A body as the cache knows it: by its JSON text in the record (equal texts sent the same way
+/// are equal bodies, so a hit needs no decoding of the body) and how it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BodyKey {
+    /// XXH3-128 of the JSON string, quotes and escapes included.
+    hash: u128,
+    form: BodyForm,
+}
+
+impl BodyKey {
+    /// The key of a body sent as the JSON string `literal`, as `form`.
+    pub(crate) fn new(literal: &str, form: BodyForm) -> Self {
+        BodyKey {
+            hash: xxhash_rust::xxh3::xxh3_128(literal.as_bytes()),
+            form,
+        }
+    }
+}
+
 /// One fetch, as the cache looks it up.
 pub(crate) struct Fetch<'a> {
     url: &'a str,
-    /// XXH3-128 of the raw body.
-    checksum: u128,
+    body: u128,
     /// How the body was sent, as far as signing depends on it (see [`Entry::form`]).
     form: Option<Option<&'a str>>,
     /// Event time.
@@ -89,14 +110,14 @@ pub(crate) struct Fetch<'a> {
 }
 
 impl<'a> Fetch<'a> {
-    /// The fetch of `page`, whose body is `body` with checksum `checksum`.
-    pub(crate) fn new(page: &'a PageEvent, body: &Body, checksum: u128) -> Self {
+    /// The fetch of `page`, whose body has the key `body`.
+    pub(crate) fn new(page: &'a PageEvent, body: BodyKey) -> Self {
         Fetch {
             url: &page.url,
-            checksum,
-            form: match body {
-                Body::Text(_) => None,
-                Body::Bytes(_) => Some(page.content_type.as_deref()),
+            body: body.hash,
+            form: match body.form {
+                BodyForm::Text => None,
+                BodyForm::Base64 => Some(page.content_type.as_deref()),
             },
             at_ms: page.fetched_at_ms,
         }
@@ -128,9 +149,7 @@ impl SignCache {
             inner
                 .lru
                 .get_mut(f.url)
-                .filter(|e| {
-                    e.checksum == f.checksum && e.form.as_ref().map(|c| c.as_deref()) == f.form
-                })
+                .filter(|e| e.body == f.body && e.form.as_ref().map(|c| c.as_deref()) == f.form)
                 .map(|e| {
                     e.at_ms = e.at_ms.max(f.at_ms);
                     Arc::clone(&e.parts)
@@ -171,7 +190,7 @@ impl SignCache {
             return;
         }
         let entry = Entry {
-            checksum: f.checksum,
+            body: f.body,
             form: f.form.map(|c| c.map(str::to_owned)),
             at_ms,
             parts: Arc::new(parts),
@@ -235,8 +254,11 @@ mod tests {
     ];
     const DAY: i64 = 24 * 3600 * 1000;
 
-    /// A record: URL, body (sent as text or as bytes), content type, fetch time (days).
+    /// A record: URL, body (sent as text or as bytes; body 3 is body 0 with its `é` written
+    /// as an escape), content type, fetch time (days).
     fn record(url: usize, html: usize, as_bytes: bool, ct: usize, day: i64) -> Vec<u8> {
+        let escaped = html == 3;
+        let html = html % 3;
         let mut v = serde_json::json!({
             "url": URLS[url], "fetched_at": crate::format_time(day * DAY), "status": 200
         });
@@ -250,7 +272,11 @@ mod tests {
         } else {
             v["body"] = HTML[html].into();
         }
-        serde_json::to_vec(&v).unwrap()
+        let json = serde_json::to_string(&v).unwrap();
+        match escaped {
+            true => json.replace('\u{e9}', "\\u00e9").into_bytes(),
+            false => json.into_bytes(),
+        }
     }
 
     /// The signatures a prepared record carries, encoded (`Signed` has no equality of its own).
@@ -273,7 +299,7 @@ mod tests {
         /// cache give exactly the signatures of a preparer without one, within the budget.
         #[test]
         fn a_cached_page_has_the_signatures_signing_gives(
-            records in proptest::collection::vec((0..3usize, 0..3usize, any::<bool>(), 0..3usize, 0..3i64), 1..40),
+            records in proptest::collection::vec((0..3usize, 0..4usize, any::<bool>(), 0..3usize, 0..3i64), 1..40),
             budget in prop_oneof![Just(0usize), Just(3_000usize), Just(1 << 20)],
             window_days in 1..4i64,
         ) {
@@ -298,7 +324,8 @@ mod tests {
         }
     }
 
-    /// A hit needs the same URL, the same body and the same way of sending it.
+    /// A hit needs the same URL, the same body written the same way, and the same way of
+    /// sending it.
     #[test]
     fn hits_need_the_same_url_body_and_form() {
         let cfg = Config::default();
@@ -319,6 +346,12 @@ mod tests {
                 "a text body ignores the content type",
             ),
             ((1, 0, false, 0, 7), 0, "same body, another URL"),
+            (
+                (0, 3, false, 0, 7),
+                0,
+                "same body, written with another escape",
+            ),
+            ((0, 3, false, 0, 7), 1, "and again"),
             ((0, 0, true, 1, 7), 0, "the same bytes sent as bytes"),
             ((0, 0, true, 1, 7), 1, "and again"),
             ((0, 0, true, 2, 7), 0, "bytes in another charset"),
@@ -329,7 +362,7 @@ mod tests {
             assert_eq!(hits(record(u, h, b, ct, day)), want, "{why}");
         }
         let s = cache.stats();
-        assert_eq!((s.entries, s.hits, s.misses, s.refused), (2, 3, 6, 0));
+        assert_eq!((s.entries, s.hits, s.misses, s.refused), (2, 4, 7, 0));
     }
 
     /// A full cache keeps the URLs it holds while they are fetched within a window (a crawl
