@@ -25,9 +25,12 @@ macro_rules! output_event {
 // ------------------------------------------------------------------------------------------
 
 /// `neardup.signatures/v1`: what neardup computed for one fetched page.
+///
+/// `C` is how the signatures of a page with content are held; a producer that has them as
+/// JSON already may use another type that serializes to a [`ContentSignatures`] object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SignatureEvent {
+#[serde(deny_unknown_fields, bound(deserialize = "C: Deserialize<'de>"))]
+pub struct SignatureEvent<C = ContentSignatures> {
     /// Always `neardup.signatures/v1`.
     pub schema: String,
     /// Hash of everything else in the event.
@@ -45,7 +48,7 @@ pub struct SignatureEvent {
     pub params: String,
     /// Signatures, present when the fetch returned content.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub content: Option<ContentSignatures>,
+    pub content: Option<C>,
     /// Change since the previous successful fetch of the URL in the window, if there was one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub change: Option<ChangeSinceLast>,
@@ -92,7 +95,15 @@ pub struct ContentSignatures {
     pub out_links: Vec<String>,
 }
 
-output_event!(SignatureEvent, OutputKind::Signatures, |s| s.url.clone());
+impl<C: Serialize> OutputEvent for SignatureEvent<C> {
+    const KIND: OutputKind = OutputKind::Signatures;
+    fn key(&self) -> String {
+        self.url.clone()
+    }
+    fn event_id_mut(&mut self) -> &mut String {
+        &mut self.event_id
+    }
+}
 
 /// One of the six change buckets of seed 000 fig. 10, from most to least change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

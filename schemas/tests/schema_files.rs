@@ -117,16 +117,18 @@ const AT: &str = "2026-11-02T10:15:00Z";
 const AT2: &str = "2026-11-09T08:01:37Z";
 
 fn signature_cases() -> Vec<Case> {
-    let event = |url: &str, status, crawl_id: Option<&str>, content| SignatureEvent {
-        schema: OutputKind::Signatures.schema().into(),
-        event_id: String::new(),
-        url: url.into(),
-        fetched_at: AT.into(),
-        crawl_id: crawl_id.map(Into::into),
-        status,
-        params: "3f9c0a7b5e2d4c11".into(),
-        content,
-        change: None,
+    let event = |url: &str, status, crawl_id: Option<&str>, content: Option<ContentSignatures>| {
+        SignatureEvent {
+            schema: OutputKind::Signatures.schema().into(),
+            event_id: String::new(),
+            url: url.into(),
+            fetched_at: AT.into(),
+            crawl_id: crawl_id.map(Into::into),
+            status,
+            params: "3f9c0a7b5e2d4c11".into(),
+            content,
+            change: None,
+        }
     };
     let content = |charset: &str| ContentSignatures {
         checksum: hex(0x0123_4567_89ab_cdef_0011_2233_4455_6677),

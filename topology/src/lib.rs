@@ -37,6 +37,7 @@ pub mod near;
 pub mod replicas;
 pub mod resolve;
 pub mod sign_cache;
+mod signed;
 pub mod signer;
 pub mod site;
 pub mod sketch;
@@ -49,9 +50,10 @@ pub use decode::{decode, DecodeError, DecodeLimits};
 pub use emit::{Emit, Emitter};
 
 use neardup_schemas::{
-    Body, ChangeSinceLast, ContentSignatures, DeadLetterReason, OutputKind, PageEvent, PairLevel,
-    SignatureEvent, Source,
+    Body, ChangeSinceLast, DeadLetterReason, OutputKind, PageEvent, PairLevel, SignatureEvent,
+    Source,
 };
+use signed::{Signed, SignedParts};
 use signer::{Signer, SignerConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -200,7 +202,25 @@ struct DownstreamFetch<'a> {
     url: &'a str,
     fetched_at_ms: i64,
     ip: Option<&'a str>,
-    links: Option<&'a [String]>,
+    links: Option<Links<'a>>,
+}
+
+/// A page's out-links: in its signatures, or in the index stage's record.
+#[derive(Clone, Copy)]
+enum Links<'a> {
+    Parts(&'a SignedParts),
+    List(&'a [String]),
+}
+
+impl<'a> Links<'a> {
+    fn iter(self) -> impl Iterator<Item = &'a str> {
+        let (parts, list) = match self {
+            Links::Parts(p) => (Some(p), None),
+            Links::List(l) => (None, Some(l)),
+        };
+        let parts = parts.into_iter().flat_map(|p| p.links());
+        parts.chain(list.into_iter().flatten().map(String::as_str))
+    }
 }
 
 /// The index stage's record of one applied page for the cluster stage: everything the parts
@@ -546,35 +566,30 @@ impl Topology {
         }
         // The change since the previous fetch needs the window's history: it is the part of
         // signing that is not prepared ahead.
-        let signed = signed.map(|sg| {
-            let change = self
-                .state
+        let change = signed.as_ref().and_then(|sg| {
+            let p = &sg.parts;
+            self.state
                 .history
-                .record(
-                    &page.url,
-                    page.fetched_at_ms,
-                    sg.checksum,
-                    sg.text_hash,
-                    &sg.b,
-                )
+                .record(&page.url, page.fetched_at_ms, p.checksum, p.text_hash, &p.b)
                 .map(|c| ChangeSinceLast {
                     previous_fetched_at: format_time(c.previous_ms),
                     agreeing_minvalues: c.agreeing_minvalues,
                     same_checksum: c.same_checksum,
                     same_text: c.same_text,
                     bucket: c.bucket,
-                });
-            (sg.checksum, sg.content, change, sg.sketch)
+                })
         });
         match &signed {
             Some(_) => self.state.stats.pages += 1,
             None => self.state.stats.no_content += 1,
         }
-        let checksum = signed.as_ref().map(|(c, _, _, _)| *c);
+        let parts = signed.as_ref().map(|sg| &*sg.parts);
+        let checksum = parts.map(|p| p.checksum);
         if self.cfg.hm_veto.is_some() {
-            match &signed {
-                Some((_, content, _, _)) => {
-                    let rp: Box<[f32]> = content.rp.iter().map(|&v| v as f32).collect();
+            match parts {
+                Some(p) => {
+                    // As the signature event states it.
+                    let rp: Box<[f32]> = p.rp_rounded().map(|v| v as f32).collect();
                     self.state.rps.insert(Arc::from(page.url.as_str()), rp);
                 }
                 None => {
@@ -582,30 +597,19 @@ impl Topology {
                 }
             }
         }
-        let links = signed
-            .as_ref()
-            .map(|(_, content, _, _)| content.out_links.as_slice());
         let fetch = DownstreamFetch {
             url: &page.url,
             fetched_at_ms: page.fetched_at_ms,
             ip: page.ip.as_deref(),
-            links,
+            links: parts.map(Links::Parts),
         };
         if downstream {
             self.fetched_downstream(&fetch);
         }
-        let (content, change, sketch) = match signed {
-            Some((_, content, change, sketch)) => (Some(content), change, Some(sketch)),
-            None => (None, None, None),
-        };
         if let Some(ev) = &mut self.state.evolution {
-            if let Some(c) = &content {
-                ev.links(&page.url, c.out_links.iter().map(String::as_str));
-                let fps = c
-                    .paragraphs
-                    .iter()
-                    .filter_map(|h| u64::from_str_radix(h, 16).ok());
-                ev.paragraphs(&page.url, fps, c.short_page);
+            if let Some(p) = parts {
+                ev.links(&page.url, p.links());
+                ev.paragraphs(&page.url, p.paragraphs.iter().copied(), p.short_page);
             }
             if let Some(c) = &change {
                 ev.changed(c.bucket);
@@ -613,8 +617,9 @@ impl Topology {
         }
         let links: Option<Vec<String>> = (self.state.role == Role::Index
             && (self.cfg.collections || self.cfg.canonical.uses_inlinks()))
-        .then(|| content.as_ref().map(|c| c.out_links.clone()))
+        .then(|| parts.map(|p| p.links().map(str::to_owned).collect()))
         .flatten();
+        let sketch = signed.as_ref().map(|sg| &sg.sketch);
         self.emitter.emit(SignatureEvent {
             schema: OutputKind::Signatures.schema().into(),
             event_id: String::new(),
@@ -623,7 +628,7 @@ impl Topology {
             crawl_id: page.crawl_id.clone(),
             status: page.status,
             params: self.params.clone(),
-            content,
+            content: signed.as_ref().map(|sg| &*sg.content),
             change,
         });
         if downstream {
@@ -631,7 +636,7 @@ impl Topology {
         }
         let fetch = near::Fetch {
             url: &page.url,
-            sketch: sketch.as_ref(),
+            sketch,
             fetched_at_ms: page.fetched_at_ms,
             crawl_id: page.crawl_id.as_deref(),
         };
@@ -701,7 +706,7 @@ impl Topology {
         if let (true, Some(ip)) = (self.cfg.mirrors, f.ip) {
             self.state.mirrors.host_address(f.url, ip);
         }
-        let links = || f.links.map(|l| l.iter().map(String::as_str));
+        let links = || f.links.map(Links::iter);
         if self.cfg.collections || self.cfg.hm_veto.is_some() {
             self.state.collections.fetched(f.url, links());
         }
@@ -851,7 +856,7 @@ impl Topology {
             url: &r.url,
             fetched_at_ms: r.fetched_at_ms,
             ip: r.ip.as_deref(),
-            links: r.links.as_deref(),
+            links: r.links.as_deref().map(Links::List),
         });
         self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
         for url in &r.left {
@@ -1071,37 +1076,8 @@ struct PreparedPage {
     origin: Option<(i32, i64)>,
 }
 
-/// What signing a page gives, before the window's history adds its change since the last fetch.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Signed {
-    checksum: u128,
-    text_hash: u128,
-    b: sketch::minhash::BSketch,
-    /// As its JSON: it omits absent fields, which a format without field names cannot follow.
-    #[serde(with = "as_json")]
-    content: ContentSignatures,
-    sketch: near::Sketch,
-}
-
-/// A field carried as its JSON text inside a binary record.
-mod as_json {
-    use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<T: Serialize, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
-        let json = serde_json::to_string(v).map_err(serde::ser::Error::custom)?;
-        json.serialize(s)
-    }
-
-    pub fn deserialize<'de, T: DeserializeOwned, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<T, D::Error> {
-        let json = String::deserialize(d)?;
-        serde_json::from_str(&json).map_err(serde::de::Error::custom)
-    }
-}
-
 /// Layout of the internal records between the sign and index stages; bump on any change.
-const INTERNAL_FORMAT: u32 = 2;
+const INTERNAL_FORMAT: u32 = 3;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).
@@ -1386,7 +1362,7 @@ impl Preparer {
                 let key = sign_cache::BodyKey::new(literal, form);
                 if let Some(parts) = cache.get(&sign_cache::Fetch::new(&envelope.page, key)) {
                     return Ok(PreparedPage {
-                        signed: Some(parts.signed(self.emit_minvalues)),
+                        signed: Some(Signed::new(parts, self.emit_minvalues)),
                         page: envelope.page,
                         origin: None,
                     });
@@ -1400,12 +1376,11 @@ impl Preparer {
         // carried to the one thread that applies pages in order.
         let signed = match page.body.take() {
             Some(body) if content => {
-                let parts = self.sign_uncached(&page, &body);
-                let signed = parts.signed(self.emit_minvalues);
+                let parts = Arc::new(self.sign_uncached(&page, &body));
                 if let (Some(cache), Some(key)) = (&self.cache, key) {
-                    cache.put(&sign_cache::Fetch::new(&page, key), parts);
+                    cache.put(&sign_cache::Fetch::new(&page, key), Arc::clone(&parts));
                 }
-                Some(signed)
+                Some(Signed::new(parts, self.emit_minvalues))
             }
             _ => None,
         };
@@ -1420,13 +1395,13 @@ impl Preparer {
         let checksum = xxhash_rust::xxh3::xxh3_128(body.raw());
         let page_url = url::Url::parse(&page.url).ok();
         let (sig, charset) = match body {
-            Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8"),
+            Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8".into()),
             Body::Bytes(bytes) => {
                 // decode() already proved the bytes decode; a failure here cannot happen, but
                 // is handled as empty text rather than a panic.
                 let (html, cs) = charset::decode_body(bytes, page.content_type.as_deref())
                     .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8"));
-                (self.signer.sign(&html, page_url.as_ref()), cs)
+                (self.signer.sign(&html, page_url.as_ref()), cs.into())
             }
         };
         // Sized exactly: the cache keeps them.
@@ -1453,78 +1428,6 @@ impl Preparer {
             links,
             link_ends,
         }
-    }
-}
-
-/// Every signature of a page in its compact form (numbers, not their hex), from which
-/// [`Signed`] and its signature event are built: what the sign cache keeps.
-#[derive(Debug, Clone)]
-struct SignedParts {
-    checksum: u128,
-    text_hash: u128,
-    b: sketch::minhash::BSketch,
-    c: sketch::simhash::SimHash,
-    body_bytes: u64,
-    text_bytes: u64,
-    tokens: u64,
-    charset: &'static str,
-    tokens_truncated: bool,
-    chunks: Vec<u32>,
-    paragraphs: Vec<u64>,
-    short_page: bool,
-    rp: Vec<f32>,
-    /// The out-links, concatenated; each ends at its entry of `link_ends`.
-    links: String,
-    link_ends: Vec<usize>,
-}
-
-impl SignedParts {
-    /// The signatures as the topology and the signature event take them.
-    fn signed(&self, emit_minvalues: bool) -> Signed {
-        let hex64 = |v: &u64| format!("{v:016x}");
-        let starts = std::iter::once(0).chain(self.link_ends.iter().copied());
-        let content = ContentSignatures {
-            checksum: format!("{:032x}", self.checksum),
-            text_hash: format!("{:032x}", self.text_hash),
-            body_bytes: self.body_bytes,
-            text_bytes: self.text_bytes,
-            tokens: self.tokens,
-            charset: self.charset.to_owned(),
-            tokens_truncated: self.tokens_truncated,
-            shingles: self.b.shingles,
-            supershingles: self.b.supershingles.iter().map(hex64).collect(),
-            minvalues: emit_minvalues.then(|| self.b.minvalues.iter().map(hex64).collect()),
-            simhash: self.c.0.iter().map(hex64).collect(),
-            chunks: self.chunks.iter().map(|c| format!("{c:08x}")).collect(),
-            paragraphs: self.paragraphs.iter().map(hex64).collect(),
-            short_page: self.short_page,
-            rp: self
-                .rp
-                .iter()
-                .map(|&x| (f64::from(x) * 1e6).round() / 1e6)
-                .collect(),
-            out_links: starts
-                .zip(&self.link_ends)
-                .map(|(a, &b)| self.links[a..b].to_owned())
-                .collect(),
-        };
-        Signed {
-            checksum: self.checksum,
-            text_hash: self.text_hash,
-            b: self.b,
-            content,
-            sketch: near::Sketch::new(self.checksum, self.text_hash, &self.b, &self.c),
-        }
-    }
-
-    /// About how many bytes it holds, its heap parts included (for the sign cache's budget).
-    fn heap_bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + self.chunks.capacity() * std::mem::size_of::<u32>()
-            + self.paragraphs.capacity() * std::mem::size_of::<u64>()
-            + self.rp.capacity() * std::mem::size_of::<f32>()
-            + self.links.capacity()
-            + self.link_ends.capacity() * std::mem::size_of::<usize>()
     }
 }
 

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::decode::BodyForm;
-use crate::SignedParts;
+use crate::signed::SignedParts;
 use neardup_schemas::PageEvent;
 
 /// Per-entry bookkeeping beyond the signatures and the URL: the map slot, the list links, the
@@ -166,7 +166,7 @@ impl SignCache {
 
     /// Remembers the signatures of the fetch (replacing any earlier fetch's of its URL), if they
     /// fit: in free room, or in place of entries more than a window older.
-    pub(crate) fn put(&self, f: &Fetch<'_>, parts: SignedParts) {
+    pub(crate) fn put(&self, f: &Fetch<'_>, parts: Arc<SignedParts>) {
         let (url, at_ms) = (f.url, f.at_ms);
         let bytes = parts.heap_bytes() + url.len() + ENTRY_OVERHEAD;
         let mut inner = self.lock();
@@ -193,7 +193,7 @@ impl SignCache {
             body: f.body,
             form: f.form.map(|c| c.map(str::to_owned)),
             at_ms,
-            parts: Arc::new(parts),
+            parts,
             bytes,
         };
         inner.lru.put(url.to_owned(), entry);

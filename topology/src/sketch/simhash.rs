@@ -63,7 +63,9 @@ pub const PROJECTION_MULS: [u64; WORDS] = [
 ];
 
 /// A page's 384-bit simhash: bit j of word r is bit 64r + j.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct SimHash(pub [u64; WORDS]);
 
 type Slice = [u64; WORDS];
