@@ -12,8 +12,6 @@ use base64::Engine as _;
 use neardup_schemas::{
     Body, DeadLetterEvent, DeadLetterReason, OutputEvent, OutputKind, PageEvent, Source,
 };
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -198,14 +196,13 @@ pub(crate) fn envelope<'a>(
 }
 
 fn quick_envelope<'a>(text: &'a str, raw: &'a [u8], limits: &DecodeLimits) -> Option<Envelope<'a>> {
-    let f: Fields<'a> = serde_json::from_str(text).ok()?;
+    let f = fields(text)?;
     let page = header(&f.small).ok()?;
-    let literal = |v: Option<&'a RawValue>| match v.map(RawValue::get) {
-        None | Some("null") => Some(None),
-        Some(l) if l.starts_with('"') => Some(Some(l)),
-        Some(_) => None,
+    let literal = |v: Option<&'a str>| match v {
+        None | Some("null") => None,
+        Some(l) => Some(l),
     };
-    let body = match (literal(f.body)?, literal(f.body_base64)?) {
+    let body = match (literal(f.body), literal(f.body_base64)) {
         (Some(_), Some(_)) => return None,
         // A text body's JSON is at least as long as the body (quotes included).
         (Some(l), None) if l.len() <= limits.max_body_bytes.saturating_add(2) => {
@@ -219,21 +216,12 @@ fn quick_envelope<'a>(text: &'a str, raw: &'a [u8], limits: &DecodeLimits) -> Op
 }
 
 /// The fields of a record the contract names (a later copy of a field replaces an earlier one,
-/// as in a JSON value), the body's JSON text borrowed from the record, unchecked beyond what
-/// JSON syntax requires.
+/// as in a JSON value), each body as its JSON string (or `null`) in the record.
 #[derive(Default)]
 struct Fields<'a> {
     small: Map<String, Value>,
-    body: Option<&'a RawValue>,
-    body_base64: Option<&'a RawValue>,
-}
-
-/// A field name of a record.
-enum Key {
-    Small(&'static str),
-    Body,
-    BodyBase64,
-    Other,
+    body: Option<&'a str>,
+    body_base64: Option<&'a str>,
 }
 
 const SMALL_FIELDS: [&str; 6] = [
@@ -245,110 +233,223 @@ const SMALL_FIELDS: [&str; 6] = [
     "crawl_id",
 ];
 
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key, E> {
-                Ok(match k {
-                    "body" => Key::Body,
-                    "body_base64" => Key::BodyBase64,
-                    _ => SMALL_FIELDS
-                        .iter()
-                        .find(|&&f| f == k)
-                        .map_or(Key::Other, |&f| Key::Small(f)),
-                })
-            }
+/// The quick way's walk over a record's top-level object; `None` for anything it does not take
+/// (then the generic decoder reads the record).
+///
+/// Every value but a body's string is parsed by serde_json, as strictly as the generic decoder
+/// parses it. A body's string (most of the record, an escape every 20 bytes or so in HTML) is
+/// only searched for its end, the first `"` after an even run of backslashes, not checked: the
+/// sign cache finds a body only by the same text as one that was decoded, and any other body is
+/// checked as it is unescaped ([`unescape`]), where a wrong escape or a control character sends
+/// the record the generic way.
+fn fields(text: &str) -> Option<Fields<'_>> {
+    let b = text.as_bytes();
+    let ws = |mut i: usize| {
+        while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            i += 1;
         }
-        d.deserialize_str(V)
+        i
+    };
+    let mut f = Fields::default();
+    let mut i = ws(0);
+    if b.get(i) != Some(&b'{') {
+        return None;
     }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = Fields<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Fields<'a>, M::Error> {
-                let mut f = Fields::default();
-                while let Some(k) = m.next_key::<Key>()? {
-                    match k {
-                        Key::Small(name) => {
-                            f.small.insert(name.to_owned(), m.next_value()?);
-                        }
-                        // A repeated body goes the generic way, which also checks the copy
-                        // that the later one replaces.
-                        Key::Body | Key::BodyBase64 => {
-                            let slot = match k {
-                                Key::Body => &mut f.body,
-                                _ => &mut f.body_base64,
-                            };
-                            if slot.replace(m.next_value()?).is_some() {
-                                return Err(serde::de::Error::custom("repeated body"));
-                            }
-                        }
-                        // Parsed, not skipped, so that it is checked as strictly as before.
-                        Key::Other => {
-                            m.next_value::<Value>()?;
-                        }
-                    }
-                }
-                Ok(f)
-            }
+    i = ws(i + 1);
+    if b.get(i) == Some(&b'}') {
+        return (ws(i + 1) == b.len()).then_some(f);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
         }
-        d.deserialize_map(V(std::marker::PhantomData))
-    }
-}
-
-/// The string a JSON string literal (quotes included, as serde_json accepted it) stands for;
-/// `None` where serde_json would refuse it (a lone surrogate).
-fn unescape(lit: &str) -> Option<String> {
-    let s = lit.as_bytes().get(1..lit.len().checked_sub(1)?)?;
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while let Some(j) = memchr::memchr(b'\\', &s[i..]) {
-        out.extend_from_slice(&s[i..i + j]);
-        i += j + 1;
-        let c = *s.get(i)?;
-        i += 1;
-        match c {
-            b'"' | b'\\' | b'/' => out.push(c),
-            b'b' => out.push(0x08),
-            b'f' => out.push(0x0c),
-            b'n' => out.push(b'\n'),
-            b'r' => out.push(b'\r'),
-            b't' => out.push(b'\t'),
-            b'u' => {
-                let hi = hex4(s.get(i..i + 4)?)?;
-                i += 4;
-                let code = if (0xD800..0xDC00).contains(&hi) {
-                    if s.get(i..i + 2)? != b"\\u" {
-                        return None;
-                    }
-                    let lo = hex4(s.get(i + 2..i + 6)?)?;
-                    if !(0xDC00..0xE000).contains(&lo) {
-                        return None;
-                    }
-                    i += 6;
-                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                } else {
-                    hi
+        let end = string_end(b, i)?;
+        let key = unescape(&text[i..end])?;
+        i = ws(end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(i + 1);
+        let body = match key.as_str() {
+            "body" => Some(&mut f.body),
+            "body_base64" => Some(&mut f.body_base64),
+            _ => None,
+        };
+        match body {
+            Some(slot) => {
+                let end = match b.get(i) {
+                    Some(b'"') => string_end(b, i)?,
+                    _ if text[i..].starts_with("null") => i + 4,
+                    _ => return None,
                 };
-                let ch = char::from_u32(code)?;
-                out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+                // A repeated body goes the generic way, which also checks the copy that the
+                // later one replaces.
+                if slot.replace(&text[i..end]).is_some() {
+                    return None;
+                }
+                i = end;
             }
+            None => {
+                let mut values =
+                    serde_json::Deserializer::from_str(&text[i..]).into_iter::<Value>();
+                let v = values.next()?.ok()?;
+                // Inside the record a value has one level of nesting less to use.
+                if depth(&v) >= 127 {
+                    return None;
+                }
+                i += values.byte_offset();
+                if let Some(&name) = SMALL_FIELDS.iter().find(|&&n| n == key) {
+                    f.small.insert(name.to_owned(), v);
+                }
+            }
+        }
+        i = ws(i);
+        match b.get(i) {
+            Some(b',') => i = ws(i + 1),
+            Some(b'}') => return (ws(i + 1) == b.len()).then_some(f),
             _ => return None,
         }
     }
-    out.extend_from_slice(&s[i..]);
+}
+
+/// Levels of arrays and objects in `v`.
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The end (one past the closing quote) of the JSON string that starts at `b[start]`, a `"`.
+fn string_end(b: &[u8], start: usize) -> Option<usize> {
+    let mut from = start + 1;
+    loop {
+        let q = from + find_byte(&b[from..], b'"')?;
+        // An escaped quote follows an odd run of backslashes. A run cannot reach back past
+        // `from`: the byte before it is a quote.
+        let run = b[from..q].iter().rev().take_while(|&&c| c == b'\\').count();
+        if run % 2 == 0 {
+            return Some(q + 1);
+        }
+        from = q + 1;
+    }
+}
+
+/// The first `byte` in `s`, eight bytes at a time: in HTML as JSON the next quote or backslash
+/// is a few dozen bytes away, too near for a vectorised search to pay for its set-up.
+fn find_byte(s: &[u8], byte: u8) -> Option<usize> {
+    let mut words = s.chunks_exact(8);
+    for (i, w) in words.by_ref().enumerate() {
+        let found = has_byte(u64::from_le_bytes(w.try_into().expect("eight bytes")), byte);
+        if found != 0 {
+            return Some(8 * i + found.trailing_zeros() as usize / 8);
+        }
+    }
+    let rest = words.remainder();
+    rest.iter()
+        .position(|&c| c == byte)
+        .map(|j| s.len() - rest.len() + j)
+}
+
+/// The string a JSON string literal (quotes included; no unescaped quote inside) stands for;
+/// `None` where serde_json would refuse it (a control character, a wrong escape, a lone
+/// surrogate).
+fn unescape(lit: &str) -> Option<String> {
+    let s = lit.as_bytes().get(1..lit.len().checked_sub(1)?)?;
+    // Eight bytes at a time: each word is copied whole, and the output moves on to the first
+    // backslash or control character in it, if any (the rest is written over).
+    let mut out = vec![0u8; s.len() + 8];
+    let (mut i, mut o) = (0, 0);
+    loop {
+        let Some(w) = s.get(i..i + 8) else {
+            // The last few bytes, one at a time.
+            match s.get(i) {
+                None => break,
+                Some(&c) if c != b'\\' => {
+                    if c < 0x20 {
+                        return None;
+                    }
+                    out[o] = c;
+                    (i, o) = (i + 1, o + 1);
+                    continue;
+                }
+                Some(_) => {}
+            }
+            i = unescape_one(s, i, &mut out, &mut o)?;
+            continue;
+        };
+        out[o..o + 8].copy_from_slice(w);
+        let x = u64::from_le_bytes(w.try_into().expect("eight bytes"));
+        let stop = has_byte(x, b'\\') | has_less(x, 0x20);
+        if stop == 0 {
+            (i, o) = (i + 8, o + 8);
+            continue;
+        }
+        let k = stop.trailing_zeros() as usize / 8;
+        (i, o) = (i + k, o + k);
+        if s[i] < 0x20 {
+            return None;
+        }
+        i = unescape_one(s, i, &mut out, &mut o)?;
+    }
+    out.truncate(o);
     String::from_utf8(out).ok()
+}
+
+const ONES: u64 = u64::MAX / 255;
+
+/// The high bit of each byte of `x` that is `byte`, or above such a byte (only the lowest set
+/// bit is exact).
+fn has_byte(x: u64, byte: u8) -> u64 {
+    let y = x ^ (ONES * u64::from(byte));
+    y.wrapping_sub(ONES) & !y & (ONES << 7)
+}
+
+/// The high bit of each byte of `x` below `n` (at most 128), or above such a byte (only the
+/// lowest set bit is exact).
+fn has_less(x: u64, n: u8) -> u64 {
+    x.wrapping_sub(ONES * u64::from(n)) & !x & (ONES << 7)
+}
+
+/// Writes the character of the escape at `s[i]` (a backslash) to `out[*o..]`; the index after
+/// the escape, or `None` for an escape serde_json refuses.
+fn unescape_one(s: &[u8], mut i: usize, out: &mut [u8], o: &mut usize) -> Option<usize> {
+    let c = *s.get(i + 1)?;
+    i += 2;
+    let byte = match c {
+        b'"' | b'\\' | b'/' => c,
+        b'b' => 0x08,
+        b'f' => 0x0c,
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        b'u' => {
+            let hi = hex4(s.get(i..i + 4)?)?;
+            i += 4;
+            let code = if (0xD800..0xDC00).contains(&hi) {
+                if s.get(i..i + 2)? != b"\\u" {
+                    return None;
+                }
+                let lo = hex4(s.get(i + 2..i + 6)?)?;
+                if !(0xDC00..0xE000).contains(&lo) {
+                    return None;
+                }
+                i += 6;
+                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+            } else {
+                hi
+            };
+            // An escape is 6 or 12 bytes and its character 1 to 4: it fits.
+            let n = char::from_u32(code)?.encode_utf8(&mut out[*o..]).len();
+            *o += n;
+            return Some(i);
+        }
+        _ => return None,
+    };
+    out[*o] = byte;
+    *o += 1;
+    Some(i)
 }
 
 fn hex4(h: &[u8]) -> Option<u32> {
@@ -871,32 +972,47 @@ mod tests {
             let _ = decode_checked(&b);
         }
 
-        /// Records with bodies of every escape, sent as text or base64, repeated fields, escaped
-        /// field names and unknown fields.
+        /// Records with bodies of every escape, sent as text, base64 or null, repeated fields,
+        /// escaped field names, unknown fields of every kind (nested to the parser's limit),
+        /// white space (and what is not JSON white space) between the tokens.
         #[test]
         fn bodies_decode_as_the_generic_decoder_does(
-            body in arb_literal(),
+            body in prop_oneof![4 => arb_literal(), 1 => Just("null".to_owned()), 1 => Just("nul".to_owned()), 1 => Just("7".to_owned())],
             b64 in proptest::option::of(prop_oneof![Just("\"PGI+eDwvYj4=\"".to_owned()), Just(r#""PGI+eDwvYj4\u003d""#.to_owned()), Just("\"Q2Fm6SD/\"".to_owned()), arb_literal()]),
-            key in proptest::sample::select(vec!["body", "b\\u006fdy", "body_base64", "other"]),
+            key in proptest::sample::select(vec!["body", "b\\u006fdy", "body_base64", "other", "bo\u{1}dy"]),
             again in proptest::option::of(arb_literal()),
-            extra in proptest::sample::select(vec!["", r#","x":[1e400]"#, r#","x":"\ud800""#, r#","x":{"y":[true,null]}"#, r#","status":404"#, r#","content_type":"text/html; charset=utf-8""#]),
+            extra in proptest::sample::select(vec![
+                String::new(), r#","x":[1e400]"#.into(), r#","x":"\ud800""#.into(),
+                r#","x":{"y":[true,null]}"#.into(), r#","status":404"#.into(), r#","x":12x"#.into(),
+                r#","content_type":"text/html; charset=utf-8""#.into(), r#","x":"a"  ,"y":-0.5e3"#.into(),
+                format!(r#","x":{}{}"#, "[".repeat(126), "]".repeat(126)),
+                format!(r#","x":{}{}"#, "[".repeat(127), "]".repeat(127)),
+                format!(r#","x":{}{}"#, "[".repeat(128), "]".repeat(128)),
+            ]),
+            w in proptest::sample::select(vec!["", " ", "\n\t", "\r ", "\u{b}", "\u{a0}"]),
+            tail in proptest::sample::select(vec!["", " ", "\n", "x", "}", ",", "{}"]),
         ) {
-            let mut line = format!(r#"{{"url":"http://a.example/","fetched_at":"2026-11-02T10:15:00Z","status":200,"{key}":{body}{extra}"#);
+            let mut line = format!(r#"{w}{{{w}"url"{w}:{w}"http://a.example/"{w},"fetched_at":"2026-11-02T10:15:00Z","status"{w}:{w}200,{w}"{key}"{w}:{w}{body}{extra}"#);
             if let Some(b) = b64 {
-                line += &format!(r#","body_base64":{b}"#);
+                line += &format!(r#"{w},{w}"body_base64"{w}:{b}"#);
             }
             if let Some(a) = again {
                 line += &format!(r#","{key}":{a}"#);
             }
-            line.push('}');
+            line += &format!("{w}}}{tail}");
             let _ = decode_checked(line.as_bytes());
+        }
+
+        /// An object without the fields, or empty.
+        #[test]
+        fn other_objects_decode_as_the_generic_decoder_does(w in proptest::sample::select(vec!["", " ", "\u{b}"]), inner in proptest::sample::select(vec!["", r#""a":1"#, r#""a":1,"#, r#","a":1"#, r#""a" 1"#, r#""a":"#])) {
+            let _ = decode_checked(format!("{w}{{{w}{inner}{w}}}{w}").as_bytes());
         }
 
         /// A literal unescapes to what serde_json reads in it, or is left to serde_json.
         #[test]
         fn literals_unescape_as_serde_json_reads_them(lit in arb_literal(), s in "\\PC{0,40}") {
-            let accepted = serde_json::from_str::<&RawValue>(&lit).is_ok();
-            if let (true, Some(u)) = (accepted, unescape(&lit)) {
+            if let Some(u) = unescape(&lit) {
                 prop_assert_eq!(Some(u), serde_json::from_str::<String>(&lit).ok());
             }
             let quoted = serde_json::to_string(&s).unwrap();
@@ -908,6 +1024,13 @@ mod tests {
     fn the_quick_way_takes_good_records() {
         // Not only the generic way: the records a crawler sends go the quick way.
         let limits = DecodeLimits::default();
+        let spaced = " {\"url\" : \"http://a.example/\",\n\t\"fetched_at\":\"2026-11-02T10:15:00Z\", \"status\":200, \"x\": [[1]], \"body\": \"a\\\\\\\"b\\\\\" } ";
+        let e = envelope(spaced.as_bytes(), &limits).unwrap();
+        assert_eq!(e.body_literal(), Some((r#""a\\\"b\\""#, BodyForm::Text)));
+        assert_eq!(
+            e.into_page(&limits).unwrap().body,
+            Some(Body::Text(r#"a\"b\"#.into()))
+        );
         let e = envelope(GOOD.as_bytes(), &limits).unwrap();
         assert_eq!(e.body_literal(), Some(("\"<p>hi</p>\"", BodyForm::Text)));
         let line = GOOD.replace(r#""body":"<p>hi</p>""#, r#""body_base64":"PGI+eDwvYj4=""#);
