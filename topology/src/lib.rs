@@ -628,7 +628,7 @@ impl Topology {
             crawl_id: page.crawl_id.clone(),
             status: page.status,
             params: self.params.clone(),
-            content: parts.map(|p| &*p.content),
+            content: signed.as_ref().map(|sg| &*sg.content),
             change,
         });
         if downstream {
@@ -1362,7 +1362,7 @@ impl Preparer {
                 let key = sign_cache::BodyKey::new(literal, form);
                 if let Some(parts) = cache.get(&sign_cache::Fetch::new(&envelope.page, key)) {
                     return Ok(PreparedPage {
-                        signed: Some(Signed::new(parts)),
+                        signed: Some(Signed::new(parts, self.emit_minvalues)),
                         page: envelope.page,
                         origin: None,
                     });
@@ -1380,7 +1380,7 @@ impl Preparer {
                 if let (Some(cache), Some(key)) = (&self.cache, key) {
                     cache.put(&sign_cache::Fetch::new(&page, key), Arc::clone(&parts));
                 }
-                Some(Signed::new(parts))
+                Some(Signed::new(parts, self.emit_minvalues))
             }
             _ => None,
         };
@@ -1395,16 +1395,23 @@ impl Preparer {
         let checksum = xxhash_rust::xxh3::xxh3_128(body.raw());
         let page_url = url::Url::parse(&page.url).ok();
         let (sig, charset) = match body {
-            Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8"),
+            Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8".into()),
             Body::Bytes(bytes) => {
                 // decode() already proved the bytes decode; a failure here cannot happen, but
                 // is handled as empty text rather than a panic.
                 let (html, cs) = charset::decode_body(bytes, page.content_type.as_deref())
                     .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8"));
-                (self.signer.sign(&html, page_url.as_ref()), cs)
+                (self.signer.sign(&html, page_url.as_ref()), cs.into())
             }
         };
-        let signatures = signed::Signatures {
+        // Sized exactly: the cache keeps them.
+        let mut links = String::with_capacity(sig.extraction.links().map(str::len).sum());
+        let mut link_ends = Vec::with_capacity(sig.extraction.links().count());
+        for l in sig.extraction.links() {
+            links.push_str(l);
+            link_ends.push(links.len());
+        }
+        SignedParts {
             checksum,
             text_hash: sig.text_hash,
             b: sig.b,
@@ -1414,13 +1421,13 @@ impl Preparer {
             tokens: sig.tokens,
             charset,
             tokens_truncated: sig.truncated,
-            chunks: &sig.chunks,
-            paragraphs: &sig.paragraphs,
+            chunks: sig.chunks.clone(),
+            paragraphs: sig.paragraphs.clone(),
             short_page: sig.paragraph_info.short,
-            rp: &sig.rp,
-            links: &sig.extraction.links().collect::<Vec<_>>(),
-        };
-        SignedParts::new(signatures, self.emit_minvalues)
+            rp: sig.rp.clone(),
+            links,
+            link_ends,
+        }
     }
 }
 

@@ -15,10 +15,9 @@
 //! miss, and is signed). So a hit gives exactly what decoding and signing would: a replay's
 //! outputs do not depend on the cache, its size or which thread filled it.
 //!
-//! Entries keep the numbers the topology reads and the signature event's `content` object as
-//! JSON, written once (a hit writes nothing; the out-links are read back from the JSON). The
-//! cache is bounded by an approximate byte budget: about 7.7 KB per page of the bench's medium
-//! crawl, most of it the out-links. A crawl refetches its URLs in
+//! Entries keep the signatures as numbers (their hex is written again on a hit) and the
+//! out-links in one string. The cache is bounded by an approximate byte budget: about 6.5 KB
+//! per page of the bench's medium crawl, most of it out-links. A crawl refetches its URLs in
 //! cycles, and evicting the least recently used entry to admit a new one would, with a cycle of
 //! more URLs than the cache holds, evict every entry just before its URL comes again: no hit at
 //! all. So a full cache admits a page only in place of entries whose last fetch is more than one

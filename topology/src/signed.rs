@@ -1,13 +1,14 @@
-//! A page's signatures between signing and the signature event: what the sign cache keeps and
-//! the topology reads ([`SignedParts`]), with the signature event's `content` object already
-//! written as JSON, and what a preparing thread hands to the topology ([`Signed`]).
+//! A page's signatures between signing and the signature event: the compact form the sign
+//! cache keeps ([`SignedParts`]), and what a preparing thread hands to the topology
+//! ([`Signed`]), with the signature event's `content` object already written as JSON.
 //!
-//! The `content` object is written once, when the page is signed, straight from the numbers
-//! (without building a [`neardup_schemas::ContentSignatures`] of some 200 small strings, hex
-//! digits and links, first), on a preparing thread; a page the sign cache knows reuses it. The
-//! JSON is exactly what serializing the `ContentSignatures` gives (a property test holds the
-//! two equal), so event ids do not change. The out-links are read back from it.
+//! The `content` object is written straight from the numbers, without building a
+//! [`ContentSignatures`] of some 200 small strings (hex digits, links) first, and on the
+//! preparing threads rather than the one thread that applies pages in order. The JSON is
+//! exactly what serializing the [`ContentSignatures`] gives (a property test holds the two
+//! equal), so event ids do not change.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::ser::{SerializeStruct, Serializer};
@@ -18,8 +19,10 @@ use crate::near;
 use crate::sketch::minhash::BSketch;
 use crate::sketch::simhash::SimHash;
 
-/// What signing a page gives, as the signature event's `content` states it.
-pub(crate) struct Signatures<'a> {
+/// Every signature of a page in its compact form (numbers, not their hex): what the sign cache
+/// keeps, and what the topology reads of a page's signatures.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SignedParts {
     pub checksum: u128,
     pub text_hash: u128,
     pub b: BSketch,
@@ -27,116 +30,66 @@ pub(crate) struct Signatures<'a> {
     pub body_bytes: u64,
     pub text_bytes: u64,
     pub tokens: u64,
-    pub charset: &'a str,
+    pub charset: Cow<'static, str>,
     pub tokens_truncated: bool,
-    pub chunks: &'a [u32],
-    pub paragraphs: &'a [u64],
-    pub short_page: bool,
-    pub rp: &'a [f32],
-    /// The out-links, in document order.
-    pub links: &'a [&'a str],
-}
-
-/// A page's signatures as the sign cache keeps them and the topology reads them: the numbers
-/// the topology uses, and the signature event's `content` object as JSON.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct SignedParts {
-    pub checksum: u128,
-    pub text_hash: u128,
-    pub b: BSketch,
-    pub c: SimHash,
+    pub chunks: Vec<u32>,
     pub paragraphs: Vec<u64>,
     pub short_page: bool,
     pub rp: Vec<f32>,
-    /// The signature event's `content` object.
-    #[serde(with = "raw_json")]
-    pub content: Box<RawValue>,
-    /// Where `content`'s `out_links` array starts (it is the last field).
-    links_at: usize,
-    /// The out-links, when one of them is escaped in the JSON (never, for URLs as neardup
-    /// resolves them: they are percent-encoded); else they are read from `content`.
-    escaped_links: Option<Vec<String>>,
+    /// The out-links, concatenated; each ends at its entry of `link_ends`.
+    pub links: String,
+    pub link_ends: Vec<usize>,
 }
 
 impl SignedParts {
-    /// The signatures `s`, with the 84 min-values in `content` if `emit_minvalues`.
-    pub fn new(s: Signatures<'_>, emit_minvalues: bool) -> Self {
-        let links = serde_json::to_string(s.links).expect("strings serialize");
-        let escaped_links = links
-            .contains('\\')
-            .then(|| s.links.iter().map(|&l| l.to_owned()).collect());
-        let links = RawValue::from_string(links).expect("serde_json wrote it");
-        let content = serde_json::value::to_raw_value(&Content {
-            s: &s,
-            links: &links,
-            emit_minvalues,
-        })
-        .expect("numbers and strings serialize");
-        SignedParts {
-            checksum: s.checksum,
-            text_hash: s.text_hash,
-            b: s.b,
-            c: s.c,
-            paragraphs: s.paragraphs.to_vec(),
-            short_page: s.short_page,
-            rp: s.rp.to_vec(),
-            links_at: content.get().len() - 1 - links.get().len(),
-            content,
-            escaped_links,
-        }
-    }
-
     /// The out-links, in document order.
     pub fn links(&self) -> impl Iterator<Item = &str> + '_ {
-        let (escaped, plain) = match &self.escaped_links {
-            Some(l) => (Some(l), None),
-            None => {
-                // `["a","b"]` without a backslash: no quote inside a link.
-                let array = &self.content.get()[self.links_at..self.content.get().len() - 1];
-                let inner = &array[1..array.len() - 1];
-                let strings = inner.get(1..inner.len().saturating_sub(1)).unwrap_or("");
-                (None, (!inner.is_empty()).then(|| strings.split("\",\"")))
-            }
-        };
-        let escaped = escaped.into_iter().flatten().map(String::as_str);
-        escaped.chain(plain.into_iter().flatten())
+        let starts = std::iter::once(0).chain(self.link_ends.iter().copied());
+        starts.zip(&self.link_ends).map(|(a, &b)| &self.links[a..b])
     }
 
     /// The random projection as the signature event states it (rounded to 6 decimals).
     pub fn rp_rounded(&self) -> impl Iterator<Item = f64> + '_ {
-        rounded(&self.rp)
+        self.rp.iter().map(|&x| (f64::from(x) * 1e6).round() / 1e6)
     }
 
     /// About how many bytes it holds, its heap parts included (for the sign cache's budget).
     pub fn heap_bytes(&self) -> usize {
-        let escaped = self.escaped_links.as_ref().map_or(0, |l| {
-            l.iter().map(|s| s.capacity() + 24).sum::<usize>() + l.capacity() * 24
-        });
         std::mem::size_of::<Self>()
+            + self.chunks.capacity() * std::mem::size_of::<u32>()
             + self.paragraphs.capacity() * std::mem::size_of::<u64>()
             + self.rp.capacity() * std::mem::size_of::<f32>()
-            + self.content.get().len()
-            + escaped
+            + self.links.capacity()
+            + self.link_ends.capacity() * std::mem::size_of::<usize>()
     }
-}
-
-fn rounded(rp: &[f32]) -> impl Iterator<Item = f64> + '_ {
-    rp.iter().map(|&x| (f64::from(x) * 1e6).round() / 1e6)
 }
 
 /// What signing a page gives, before the window's history adds its change since the last fetch.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct Signed {
     pub parts: Arc<SignedParts>,
+    /// The signature event's `content` object.
+    #[serde(with = "raw_json")]
+    pub content: Box<RawValue>,
     pub sketch: near::Sketch,
 }
 
 impl Signed {
-    /// The signatures of `parts`, with the index's sketch of them.
-    pub fn new(parts: Arc<SignedParts>) -> Self {
+    /// The signatures of `parts`, the 84 min-values in the event's `content` if
+    /// `emit_minvalues`.
+    pub fn new(parts: Arc<SignedParts>, emit_minvalues: bool) -> Self {
+        let content = serde_json::value::to_raw_value(&Content {
+            parts: &parts,
+            emit_minvalues,
+        })
+        .expect("numbers and strings serialize");
         let p = &*parts;
         let sketch = near::Sketch::new(p.checksum, p.text_hash, &p.b, &p.c);
-        Signed { parts, sketch }
+        Signed {
+            parts,
+            content,
+            sketch,
+        }
     }
 }
 
@@ -156,18 +109,16 @@ mod raw_json {
 
 /// The signature event's `content` object of a page: serializes as the
 /// [`neardup_schemas::ContentSignatures`] of the same signatures does.
-struct Content<'a, 's> {
-    s: &'a Signatures<'s>,
-    /// The `out_links` array, written already.
-    links: &'a RawValue,
+struct Content<'a> {
+    parts: &'a SignedParts,
     emit_minvalues: bool,
 }
 
-impl Serialize for Content<'_, '_> {
-    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let p = self.s;
+impl Serialize for Content<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = self.parts;
         // The fields of ContentSignatures, in its order, skipped where it skips them.
-        let mut st = ser.serialize_struct("ContentSignatures", 17)?;
+        let mut st = s.serialize_struct("ContentSignatures", 17)?;
         st.serialize_field("checksum", &Hex(p.checksum, 32))?;
         st.serialize_field("text_hash", &Hex(p.text_hash, 32))?;
         st.serialize_field("body_bytes", &p.body_bytes)?;
@@ -185,12 +136,11 @@ impl Serialize for Content<'_, '_> {
             false => st.skip_field("minvalues")?,
         }
         st.serialize_field("simhash", &SimHashHex(&p.c))?;
-        st.serialize_field("chunks", &HexSeq(p.chunks, 8))?;
-        st.serialize_field("paragraphs", &HexSeq(p.paragraphs, 16))?;
+        st.serialize_field("chunks", &HexSeq(&p.chunks, 8))?;
+        st.serialize_field("paragraphs", &HexSeq(&p.paragraphs, 16))?;
         st.serialize_field("short_page", &p.short_page)?;
-        st.serialize_field("rp", &Seq(|| rounded(p.rp)))?;
-        // Last: SignedParts finds it by its length.
-        st.serialize_field("out_links", self.links)?;
+        st.serialize_field("rp", &Seq(|| p.rp_rounded()))?;
+        st.serialize_field("out_links", &Seq(|| p.links()))?;
         st.end()
     }
 }
@@ -258,96 +208,79 @@ mod tests {
     use proptest::prelude::*;
 
     /// The event's `content` as the schemas crate's type: the reference for [`Content`].
-    fn content_signatures(s: &Signatures<'_>, emit_minvalues: bool) -> ContentSignatures {
+    fn content_signatures(p: &SignedParts, emit_minvalues: bool) -> ContentSignatures {
         let hex64 = |v: &u64| format!("{v:016x}");
         ContentSignatures {
-            checksum: format!("{:032x}", s.checksum),
-            text_hash: format!("{:032x}", s.text_hash),
-            body_bytes: s.body_bytes,
-            text_bytes: s.text_bytes,
-            tokens: s.tokens,
-            charset: s.charset.to_string(),
-            tokens_truncated: s.tokens_truncated,
-            shingles: s.b.shingles,
-            supershingles: s.b.supershingles.iter().map(hex64).collect(),
-            minvalues: emit_minvalues.then(|| s.b.minvalues.iter().map(hex64).collect()),
-            simhash: s.c.0.iter().map(hex64).collect(),
-            chunks: s.chunks.iter().map(|c| format!("{c:08x}")).collect(),
-            paragraphs: s.paragraphs.iter().map(hex64).collect(),
-            short_page: s.short_page,
-            rp: s
+            checksum: format!("{:032x}", p.checksum),
+            text_hash: format!("{:032x}", p.text_hash),
+            body_bytes: p.body_bytes,
+            text_bytes: p.text_bytes,
+            tokens: p.tokens,
+            charset: p.charset.to_string(),
+            tokens_truncated: p.tokens_truncated,
+            shingles: p.b.shingles,
+            supershingles: p.b.supershingles.iter().map(hex64).collect(),
+            minvalues: emit_minvalues.then(|| p.b.minvalues.iter().map(hex64).collect()),
+            simhash: p.c.0.iter().map(hex64).collect(),
+            chunks: p.chunks.iter().map(|c| format!("{c:08x}")).collect(),
+            paragraphs: p.paragraphs.iter().map(hex64).collect(),
+            short_page: p.short_page,
+            rp: p
                 .rp
                 .iter()
                 .map(|&x| (f64::from(x) * 1e6).round() / 1e6)
                 .collect(),
-            out_links: s.links.iter().map(|&l| l.to_owned()).collect(),
+            out_links: p.links().map(str::to_owned).collect(),
         }
     }
 
-    type Input = (
-        (u128, u128, Vec<u64>, u32, [u64; 6], (u64, u64, u64)),
-        (&'static str, bool, bool, Vec<u32>, Vec<u64>, Vec<f32>),
-        Vec<String>,
-    );
-
-    fn arb_input() -> impl Strategy<Value = Input> {
-        (
-            (
-                any::<u128>(),
-                any::<u128>(),
-                proptest::collection::vec(any::<u64>(), 84),
-                any::<u32>(),
-                any::<[u64; 6]>(),
-                any::<(u64, u64, u64)>(),
-            ),
-            (
-                proptest::sample::select(vec!["UTF-8", "windows-1252", "Shift_JIS"]),
-                any::<bool>(),
-                any::<bool>(),
-                proptest::collection::vec(any::<u32>(), 0..20),
-                proptest::collection::vec(any::<u64>(), 0..20),
-                proptest::collection::vec(
-                    prop_oneof![0.0f32..1.0, Just(0.0), Just(1.0), Just(0.1234565)],
-                    0..8,
-                ),
-            ),
-            // Links as neardup resolves them, and any strings at all (quotes, backslashes,
-            // control characters, `","`).
-            prop_oneof![
-                proptest::collection::vec("http://[a-z.]{1,12}/[a-z/%0-9]{0,20}", 0..8),
-                proptest::collection::vec(
-                    prop_oneof!["\\PC{0,30}", Just("\",\"".to_owned()), Just(String::new())],
-                    0..8
-                ),
-            ],
-        )
+    prop_compose! {
+        fn arb_parts()(
+            checksum in any::<u128>(), text_hash in any::<u128>(),
+            mins in proptest::collection::vec(any::<u64>(), 84), shingles in any::<u32>(),
+            c in any::<[u64; 6]>(), sizes in any::<(u64, u64, u64)>(),
+            charset in proptest::sample::select(vec!["UTF-8", "windows-1252", "Shift_JIS"]),
+            truncated in any::<bool>(), short in any::<bool>(),
+            chunks in proptest::collection::vec(any::<u32>(), 0..20),
+            paragraphs in proptest::collection::vec(any::<u64>(), 0..20),
+            rp in proptest::collection::vec(prop_oneof![0.0f32..1.0, Just(0.0), Just(1.0), Just(0.1234565)], 0..8),
+            links in proptest::collection::vec("\\PC{0,30}", 0..8),
+        ) -> SignedParts {
+            let mut b = crate::sketch::minhash::BSketch {
+                minvalues: [0; 84],
+                supershingles: [0; 6],
+                shingles,
+            };
+            b.minvalues.copy_from_slice(&mins);
+            b.supershingles.copy_from_slice(&mins[..6]);
+            let mut link_ends = Vec::new();
+            let mut all = String::new();
+            for l in &links {
+                all.push_str(l);
+                link_ends.push(all.len());
+            }
+            SignedParts {
+                checksum, text_hash, b, c: SimHash(c),
+                body_bytes: sizes.0, text_bytes: sizes.1, tokens: sizes.2,
+                charset: Cow::Borrowed(charset), tokens_truncated: truncated,
+                chunks, paragraphs, short_page: short, rp, links: all, link_ends,
+            }
+        }
     }
 
     proptest! {
-        /// The `content` written from the numbers is the JSON of the schemas crate's type, the
-        /// links come back as they went in, and the sign stage's binary records keep it all.
+        /// The `content` written from the numbers is the JSON of the schemas crate's type, and
+        /// the links come back as they went in.
         #[test]
-        fn content_is_the_json_of_content_signatures(input in arb_input(), emit in any::<bool>()) {
-            let ((checksum, text_hash, mins, shingles, c, sizes), (charset, truncated, short, chunks, paragraphs, rp), links) = input;
-            let mut b = BSketch { minvalues: [0; 84], supershingles: [0; 6], shingles };
-            b.minvalues.copy_from_slice(&mins);
-            b.supershingles.copy_from_slice(&mins[..6]);
-            let link_refs: Vec<&str> = links.iter().map(String::as_str).collect();
-            let sig = Signatures {
-                checksum, text_hash, b, c: SimHash(c),
-                body_bytes: sizes.0, text_bytes: sizes.1, tokens: sizes.2,
-                charset, tokens_truncated: truncated,
-                chunks: &chunks, paragraphs: &paragraphs, short_page: short, rp: &rp, links: &link_refs,
-            };
-            let want = content_signatures(&sig, emit);
-            let parts = SignedParts::new(sig, emit);
-            prop_assert_eq!(parts.content.get(), serde_json::to_string(&want).unwrap());
-            prop_assert_eq!(parts.links().collect::<Vec<_>>(), links.iter().map(String::as_str).collect::<Vec<_>>());
-            let signed = Signed::new(Arc::new(parts));
+        fn content_is_the_json_of_content_signatures(p in arb_parts(), emit in any::<bool>()) {
+            let signed = Signed::new(Arc::new(p.clone()), emit);
+            let want = serde_json::to_string(&content_signatures(&p, emit)).unwrap();
+            prop_assert_eq!(signed.content.get(), want);
+            // And the binary form of the sign stage's records keeps all of it.
             let back: Signed = postcard::from_bytes(&postcard::to_stdvec(&signed).unwrap()).unwrap();
-            prop_assert_eq!(back.parts.content.get(), signed.parts.content.get());
+            prop_assert_eq!(back.content.get(), signed.content.get());
             prop_assert_eq!(back.sketch, signed.sketch);
-            prop_assert_eq!(back.parts.links().collect::<Vec<_>>(), signed.parts.links().collect::<Vec<_>>());
+            prop_assert_eq!(format!("{:?}", back.parts), format!("{:?}", p));
         }
     }
 }
