@@ -484,6 +484,22 @@ fn check_record<'a>(raw: &'a [u8], limits: &DecodeLimits) -> Result<&'a str, Dec
     })
 }
 
+/// The ways of decoding, each on its own, for `examples/decode_bench.rs`; not an API.
+#[doc(hidden)]
+pub mod bench {
+    use super::*;
+
+    /// Decoding as a page the sign cache knows needs it: every field but the body.
+    pub fn envelope_only(raw: &[u8], limits: &DecodeLimits) -> bool {
+        super::envelope(raw, limits).is_ok()
+    }
+
+    /// The generic decoder alone (the whole record parsed into a JSON value).
+    pub fn generic(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeError> {
+        decode_generic(raw, limits)
+    }
+}
+
 /// Decodes one record by parsing it whole into a JSON value: the reference for every result
 /// of [`decode`], and the way of records the quick way does not take.
 fn decode_generic(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, DecodeError> {
