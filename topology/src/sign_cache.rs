@@ -142,7 +142,9 @@ impl SignCache {
     }
 
     /// The signatures cached for the fetch's URL if its last cached fetch had this body, sent
-    /// the same way (the entry then dates from this fetch).
+    /// the same way (the entry then dates from this fetch). A hit is counted here; a miss when
+    /// the page, signed, is [`put`](Self::put), since a body that does not decode makes no page
+    /// (it goes to the dead letters, and is neither).
     pub(crate) fn get(&self, f: &Fetch<'_>) -> Option<Arc<SignedParts>> {
         let hit = {
             let mut inner = self.lock();
@@ -155,18 +157,17 @@ impl SignCache {
                     Arc::clone(&e.parts)
                 })
         };
-        let counter = if hit.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        if hit.is_some() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        }
         hit
     }
 
-    /// Remembers the signatures of the fetch (replacing any earlier fetch's of its URL), if they
-    /// fit: in free room, or in place of entries more than a window older.
+    /// Remembers the signatures of a fetch that [`get`](Self::get) missed (replacing any
+    /// earlier fetch's of its URL), if they fit: in free room, or in place of entries more than
+    /// a window older.
     pub(crate) fn put(&self, f: &Fetch<'_>, parts: Arc<SignedParts>) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
         let (url, at_ms) = (f.url, f.at_ms);
         let bytes = parts.heap_bytes() + url.len() + ENTRY_OVERHEAD;
         let mut inner = self.lock();
@@ -363,6 +364,44 @@ mod tests {
         }
         let s = cache.stats();
         assert_eq!((s.entries, s.hits, s.misses, s.refused), (2, 4, 7, 0));
+    }
+
+    /// A page with content is one hit or one miss; a record whose body does not decode is no
+    /// page (a dead letter), and neither.
+    #[test]
+    fn a_body_that_does_not_decode_is_no_lookup() {
+        let cache = Arc::new(SignCache::new(1 << 20, 14 * DAY));
+        let mut p = Preparer::with_cache(&Config::default(), Arc::clone(&cache));
+        let stats = |c: &SignCache| {
+            let s = c.stats();
+            (s.hits, s.misses)
+        };
+        let good = String::from_utf8(record(0, 0, true, 1, 0)).unwrap();
+        let bad = [
+            good.replace("body_base64\":\"", "body_base64\":\"!"),
+            {
+                // Bytes that are not the UTF-8 their Content-Type says.
+                let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+                v["body_base64"] = base64::engine::general_purpose::STANDARD
+                    .encode(b"<p>\xff</p>")
+                    .into();
+                v.to_string()
+            },
+            String::from_utf8(record(0, 0, false, 0, 0))
+                .unwrap()
+                .replace("Caf", "Caf\\x"),
+        ];
+        for (i, raw) in bad.iter().enumerate() {
+            assert!(
+                p.prepare(raw.as_bytes()).0.is_err(),
+                "record {i} is a dead letter"
+            );
+            assert_eq!(stats(&cache), (0, 0), "record {i}");
+        }
+        p.prepare(good.as_bytes());
+        assert_eq!(stats(&cache), (0, 1));
+        p.prepare(good.as_bytes());
+        assert_eq!(stats(&cache), (1, 1));
     }
 
     /// A full cache keeps the URLs it holds while they are fetched within a window (a crawl
