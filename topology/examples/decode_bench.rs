@@ -16,6 +16,9 @@ use neardup_topology::decode::bench;
 use neardup_topology::{decode, DecodeLimits};
 use std::io::BufRead;
 
+/// One way of decoding a record: what it gives, reduced to a number the compiler cannot drop.
+type Way<'a> = dyn Fn(&[u8]) -> usize + 'a;
+
 fn main() {
     let path = std::env::args()
         .nth(1)
@@ -36,7 +39,7 @@ fn main() {
     let body_len = |p: Result<neardup_schemas::PageEvent, _>| {
         p.ok().and_then(|p| p.body).map_or(0, |b| b.raw().len())
     };
-    let ways: [(&str, &dyn Fn(&[u8]) -> usize); 3] = [
+    let ways: [(&str, &Way); 3] = [
         ("envelope only", &|l| {
             bench::envelope_only(l, &limits) as usize
         }),
