@@ -382,8 +382,11 @@ pub async fn run(
             ("heartbeat.interval.ms", "1000"),
             ("statistics.interval.ms", "5000"),
             // A broker may hold a fetch this long waiting for data: a bound on the latency
-            // added when records trickle in (tansu holds it the whole time; 500 ms by default).
-            ("fetch.wait.max.ms", "50"),
+            // added when records trickle in. Kafka answers at once when it has records, so the
+            // cost is a fetch request per 10 ms while the input is idle; tansu holds every fetch
+            // this long, records or not (librdkafka's default, 500 ms, made tansu's median
+            // delay 164 ms; 50 ms, 32 ms; 10 ms, 16 ms).
+            ("fetch.wait.max.ms", "10"),
             FETCH_QUEUE_BACKOFF,
         ])
         .create_with_context(RunContext {
@@ -941,50 +944,57 @@ type PrepareJob = (Vec<u8>, tokio::sync::oneshot::Sender<PrepareResult>);
 /// applies the results to the topology in input order: the outputs are those of processing
 /// every record in turn, with the costly, stateless part spread over the cores.
 struct PreparePool {
-    jobs: Vec<std::sync::mpsc::Sender<PrepareJob>>,
-    next: usize,
+    jobs: std::sync::mpsc::Sender<PrepareJob>,
+    threads: usize,
 }
 
 impl PreparePool {
     /// One thread per core, sharing `cache`.
+    ///
+    /// The threads take records from one queue, each the next one as soon as it is free: a
+    /// page to sign costs some twenty times a page the sign cache knows, and records handed
+    /// out in turn would leave one thread idle while another has signing queued, holding up
+    /// every record applied after its own.
     fn new(cfg: &neardup_topology::Config, stage: Stage, cache: &Arc<SignCache>) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let jobs = (0..cores)
-            .map(|i| {
-                let (tx, rx) = std::sync::mpsc::channel::<PrepareJob>();
-                let (cfg, cache, mut preparer) = (cfg.clone(), Arc::clone(cache), None);
-                let reader = InternalReader::new(&cfg);
-                let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
-                std::thread::Builder::new()
-                    .name(format!("neardup-prepare-{i}"))
-                    .spawn(move || {
-                        // Ends when the pool (the sender) is dropped.
-                        while let Ok((raw, reply)) = rx.recv() {
-                            let t0 = Instant::now();
-                            let prepared =
-                                prepare(stage, &reader, &mut preparer, (&cfg, &cache), &raw);
-                            seconds.record(t0.elapsed().as_secs_f64());
-                            // The run loop may have stopped waiting: nothing to do then.
-                            let _ = reply.send((raw, prepared));
-                        }
-                    })
-                    .expect("a preparing thread");
-                tx
-            })
-            .collect();
-        PreparePool { jobs, next: 0 }
+        let (jobs, rx) = std::sync::mpsc::channel::<PrepareJob>();
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        for i in 0..cores {
+            let (cfg, cache, mut preparer) = (cfg.clone(), Arc::clone(cache), None);
+            let rx = Arc::clone(&rx);
+            let reader = InternalReader::new(&cfg);
+            let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
+            std::thread::Builder::new()
+                .name(format!("neardup-prepare-{i}"))
+                .spawn(move || loop {
+                    // The lock is held only while waiting for the next record. Ends when the
+                    // pool (the sender) is dropped.
+                    let next = rx.lock().map(|rx| rx.recv());
+                    let Ok(Ok((raw, reply))) = next else { break };
+                    let t0 = Instant::now();
+                    let prepared = prepare(stage, &reader, &mut preparer, (&cfg, &cache), &raw);
+                    seconds.record(t0.elapsed().as_secs_f64());
+                    // The run loop may have stopped waiting: nothing to do then.
+                    let _ = reply.send((raw, prepared));
+                })
+                .expect("a preparing thread");
+        }
+        PreparePool {
+            jobs,
+            threads: cores,
+        }
     }
 
     /// Records that may be preparing at once: enough to keep every thread busy.
     fn depth(&self) -> usize {
-        64 * self.jobs.len()
+        64 * self.threads
     }
 
-    /// Hands a record to the next thread; the answer carries the record back with its result.
+    /// Hands a record to the first free thread; the answer carries the record back with its
+    /// result.
     fn submit(&mut self, raw: Vec<u8>) -> Result<tokio::sync::oneshot::Receiver<PrepareResult>> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.next = (self.next + 1) % self.jobs.len();
-        self.jobs[self.next]
+        self.jobs
             .send((raw, reply))
             .map_err(|_| anyhow!("a preparing thread stopped"))?;
         Ok(answer)
