@@ -189,11 +189,23 @@ fn neardup(
             )
         });
     let pid = child.id();
-    let mut peak = 0u64;
+    let (mut peak, mut cpu_ticks) = (0u64, 0u64);
     loop {
         if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
             if let Some(v) = s.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
                 peak = peak.max(v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0));
+            }
+        }
+        // utime + stime (fields 14 and 15, after the parenthesised command name).
+        if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            if let Some((_, rest)) = s.rsplit_once(')') {
+                let f: Vec<u64> = rest
+                    .split_whitespace()
+                    .skip(11)
+                    .take(2)
+                    .filter_map(|v| v.parse().ok())
+                    .collect();
+                cpu_ticks = cpu_ticks.max(f.iter().sum());
             }
         }
         if let Some(_status) = child.try_wait().expect("wait") {
@@ -207,6 +219,10 @@ fn neardup(
         std::thread::sleep(Duration::from_millis(50));
     }
     let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "  neardup's CPU time (user + system, sampled every 50 ms): {:.1} s",
+        cpu_ticks as f64 / 100.0
+    );
     let mut err = String::new();
     if let Some(mut e) = child.stderr.take() {
         use std::io::Read;
