@@ -1428,7 +1428,25 @@ fn restore_partitions(
 
 #[cfg(test)]
 mod tests {
-    use super::DeadLetterGuard;
+    use super::{Buffers, DeadLetterGuard};
+
+    #[test]
+    fn buffers_hold_each_copy_exactly_and_keep_only_small_ones() {
+        let mut b = Buffers::default();
+        let long = vec![7u8; 1000];
+        let first = b.copy(&long);
+        assert_eq!(first, long);
+        b.put(first);
+        // A reused buffer holds only the new bytes, not the tail of the old ones.
+        assert_eq!(b.copy(b"short"), b"short");
+        assert!(b.0.is_empty());
+        b.put(vec![0; Buffers::LARGEST + 1]);
+        assert!(b.0.is_empty(), "a large buffer is freed");
+        for _ in 0..Buffers::KEEP + 10 {
+            b.put(Vec::with_capacity(16));
+        }
+        assert_eq!(b.0.len(), Buffers::KEEP);
+    }
 
     #[test]
     fn the_guard_trips_exactly_when_the_recent_share_is_too_high() {
