@@ -473,7 +473,8 @@ fn check_record<'a>(raw: &'a [u8], limits: &DecodeLimits) -> Result<&'a str, Dec
             ),
         ));
     }
-    std::str::from_utf8(raw).map_err(|e| {
+    // simdutf8: the same check as std's, 32 or 64 bytes at a time.
+    simdutf8::compat::from_utf8(raw).map_err(|e| {
         DecodeError::new(
             InvalidUtf8,
             format!(
