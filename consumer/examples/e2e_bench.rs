@@ -5,8 +5,8 @@
 //! tests/kafka-test-broker.sh start            # or any broker
 //! cargo build --release -p neardup --example e2e_bench
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
-//!     [--limit N] [--latency-records N] [--latency-rate R] [--bare-x KEY=VALUE]... \
-//!     [-- NEARDUP_RUN_ARGS...]
+//!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
+//!     [--bare-x KEY=VALUE]... [--bare-only] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -154,14 +154,14 @@ fn bare_read(brokers: &str, topic: &str, n: usize, extra: &[(String, String)]) -
 }
 
 /// Runs `neardup run` on `topic` until it exits (or is stopped); returns (seconds, peak RSS KiB,
-/// stderr).
+/// stderr, CPU seconds: user + system, as last sampled, at most 50 ms before the exit).
 fn neardup(
     brokers: &str,
     topic: &str,
     prefix: &str,
     extra: &[&str],
     stop_after: Option<Duration>,
-) -> (f64, u64, String) {
+) -> (f64, u64, String, f64) {
     let exe = std::env::current_exe().expect("exe");
     let bin = exe
         .parent()
@@ -219,16 +219,13 @@ fn neardup(
         std::thread::sleep(Duration::from_millis(50));
     }
     let secs = start.elapsed().as_secs_f64();
-    eprintln!(
-        "  neardup's CPU time (user + system, sampled every 50 ms): {:.1} s",
-        cpu_ticks as f64 / 100.0
-    );
     let mut err = String::new();
     if let Some(mut e) = child.stderr.take() {
         use std::io::Read;
         let _ = e.read_to_string(&mut err);
     }
-    (secs, peak, err)
+    // Clock ticks of 1/100 s (USER_HZ on Linux).
+    (secs, peak, err, cpu_ticks as f64 / 100.0)
 }
 
 /// Every record of `topic` as (broker timestamp, payload).
@@ -327,7 +324,7 @@ fn main() {
     let run_args: Vec<&str> = std::iter::once("--exit-at-end")
         .chain(passed.iter().copied())
         .collect();
-    let (secs, peak_kib, err) = neardup(&brokers, &topic, &prefix("run"), &run_args, None);
+    let (secs, peak_kib, err, cpu) = neardup(&brokers, &topic, &prefix("run"), &run_args, None);
     let rate = lines.len() as f64 / secs;
     let window = err
         .lines()
@@ -336,7 +333,8 @@ fn main() {
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(0.0);
     println!(
-        "neardup run (all stages, start to exit): {rate:.0} records/s = {:.1} % of the bare read",
+        "neardup run (all stages, start to exit): {rate:.0} records/s = {:.1} % of the bare read; \
+         its CPU time (user + system) {cpu:.1} s",
         100.0 * rate / bare
     );
     // The same run without its start (process, consumer group join: tansu assigns partitions
