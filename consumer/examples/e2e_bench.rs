@@ -93,7 +93,7 @@ fn produce(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: Option<f64>) -> 
         // A paced run times each record from its send: first connect to the broker and learn
         // the topic's leader, with a record to another topic, so that the first timed records
         // do not also wait for this producer's start.
-        let warm = format!("{topic}.warm-up");
+        let warm = warm_up_topic(topic);
         producer
             .send(BaseRecord::<(), [u8]>::to(&warm).payload(&b"warm-up"[..]))
             .map_err(|(e, _)| e)
@@ -129,6 +129,11 @@ fn produce(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: Option<f64>) -> 
     }
     producer.flush(Duration::from_secs(300)).expect("flush");
     times
+}
+
+/// Where a paced producer sends its warm-up record (created with the bench's topics).
+fn warm_up_topic(topic: &str) -> String {
+    format!("{topic}.warm-up")
 }
 
 fn bare_read(brokers: &str, topic: &str, n: usize, extra: &[(String, String)]) -> (f64, u64) {
@@ -276,10 +281,11 @@ fn main() {
         "dead-letter",
     ];
     let prefix = |run: &str| format!("bench-{id}.{run}.");
+    let live_topic = format!("bench-{id}.live.pages");
     let mut names = vec![
         topic.clone(),
-        format!("bench-{id}.live.pages"),
-        format!("bench-{id}.live.pages.warm-up"),
+        live_topic.clone(),
+        warm_up_topic(&live_topic),
     ];
     for run in ["run", "live"] {
         names.extend(kinds.iter().map(|k| format!("{}{k}", prefix(run))));
@@ -360,7 +366,6 @@ fn main() {
     );
 
     // Latency: a live run, fed at half the measured rate.
-    let live_topic = format!("bench-{id}.live.pages");
     let n = latency_n.min(lines.len());
     // `--latency-rate R` feeds the live run at R records/s instead.
     let half =
@@ -368,23 +373,19 @@ fn main() {
     let brokers2 = brokers.clone();
     let live_prefix = prefix("live");
     let live_args: Vec<String> = passed.iter().map(|a| a.to_string()).collect();
+    let live_topic2 = live_topic.clone();
     let runner = std::thread::spawn(move || {
         let live_args: Vec<&str> = live_args.iter().map(String::as_str).collect();
         neardup(
             &brokers2,
-            &live_topic,
+            &live_topic2,
             &live_prefix,
             &live_args,
             Some(Duration::from_secs_f64(n as f64 / half + 20.0)),
         )
     });
     std::thread::sleep(Duration::from_secs(12)); // group join and assignment
-    let produced = produce(
-        &brokers,
-        &format!("bench-{id}.live.pages"),
-        &lines[..n],
-        Some(half),
-    );
+    let produced = produce(&brokers, &live_topic, &lines[..n], Some(half));
     let _ = runner.join();
     let mut sent: HashMap<(String, String), i64> = HashMap::new();
     for (l, t) in lines[..n].iter().zip(&produced) {
@@ -394,8 +395,8 @@ fn main() {
             }
         }
     }
-    let mut delays = vec![];
-    let mut by_time = vec![];
+    // (produce time from the first page's, delay) of each pair event.
+    let mut by_time: Vec<(i64, i64)> = vec![];
     for (ts, p) in read_all(&brokers, &format!("{}pairs", prefix("live"))) {
         let v: serde_json::Value = serde_json::from_slice(&p).expect("pair event");
         if v["state"] != "detected" {
@@ -405,7 +406,6 @@ fn main() {
         for side in ["a", "b"] {
             let key = (v[side].as_str().unwrap_or("").to_owned(), at.clone());
             if let Some(t) = sent.get(&key) {
-                delays.push(ts - t);
                 by_time.push((t - produced[0], ts - t));
                 break;
             }
@@ -438,6 +438,7 @@ fn main() {
         .map(|&(_, d)| d)
         .collect();
     steady.sort_unstable();
+    let mut delays: Vec<i64> = by_time.iter().map(|&(_, d)| d).collect();
     delays.sort_unstable();
     println!(
         "latency, page event produced -> pair event appended, at {half:.0} records/s over {n} records: \
