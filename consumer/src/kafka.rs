@@ -561,6 +561,7 @@ pub async fn run(
                     .lock()
                     .expect("applied offsets")
                     .insert(p, o + 1);
+                buffers.put(payload);
                 continue;
             }
             if !restored.contains(&p) {
