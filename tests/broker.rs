@@ -639,34 +639,48 @@ async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
 /// The index stage split by key over the broker: `--stage index --key-shards 2` keeps the
 /// window and sends each page's steps into the two-partition steps topic, `--stage shard`
 /// instances in one consumer group share its partitions (each adds its key shard's answers and
-/// passes the record on), and `--stage verify` publishes the pairs and feeds the cluster stage.
-/// A first shard instance holds both key shards until a second joins mid-stream and takes one
-/// over (rebuilding that shard's state from its partition if records are left for it). Shards,
-/// verify and cluster run side by side, as deployed, until the outputs are those of the
-/// all-in-one run (the oracle), kind by kind and in order; after SIGTERM each exits 0 and
-/// nothing more has been published. A shard stage whose steps topic does not exist, or whose
-/// `--key-shards` disagrees with its partitions, refuses to start.
+/// passes the record on), and `--stage verify` publishes the pairs and feeds the cluster stage,
+/// which (`--mirror-stage`) leaves mirrors and collections to `--stage mirror`: every stage of
+/// DESIGN.md §3 in a process of its own. A first shard instance holds both key shards until a
+/// second joins mid-stream and takes one over (rebuilding that shard's state from its
+/// partition if records are left for it). Shards, verify, cluster and mirror run side by side,
+/// as deployed, until the outputs are those of the all-in-one run (the oracle), kind by kind
+/// and in order; after SIGTERM each exits 0 and nothing more has been published. A shard stage
+/// whose steps topic does not exist, or whose `--key-shards` disagrees with its partitions,
+/// and a mirror stage whose input topic does not exist, refuse to start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_split_over_two_key_shards_publishes_the_all_in_one_outputs() {
     let s = Setup::new("keyshards").await;
     let sample = big_sample();
     s.produce(&sample).await;
     s.create_internal_topics(1).await;
-    let shard = |n: &'static str| ["--stage", "shard", "--key-shards", n];
+    let shard = |n: &'static str| ["--stage", "shard", "--key-shards", n, "--mirror-stage"];
     let err = s.run_logged(&[&shard("2")[..], &["--exit-at-end"]].concat(), false);
     assert!(err.contains("internal.steps does not exist"), "{err}");
+    let mirror = ["--stage", "mirror", "--key-shards", "2", "--mirror-stage"];
+    let err = s.run_logged(&[&mirror[..], &["--exit-at-end"]].concat(), false);
+    assert!(err.contains("internal.clustered does not exist"), "{err}");
+    let clustered = format!("{}internal.clustered", s.prefix);
     let (steps, answered) = (
         format!("{}internal.steps", s.prefix),
         format!("{}internal.answered", s.prefix),
     );
-    s.create_topics(&[(&steps, 2), (&answered, 1)]).await;
+    s.create_topics(&[(&steps, 2), (&answered, 1), (&clustered, 1)])
+        .await;
     let err = s.run_logged(&[&shard("3")[..], &["--exit-at-end"]].concat(), false);
     assert!(
         err.contains("has 2 partitions and --key-shards is 3"),
         "{err}"
     );
     for stage in ["sign", "index"] {
-        let mut p = s.spawn(&["--stage", stage, "--key-shards", "2", "--exit-at-end"]);
+        let mut p = s.spawn(&[
+            "--stage",
+            stage,
+            "--key-shards",
+            "2",
+            "--mirror-stage",
+            "--exit-at-end",
+        ]);
         assert!(
             wait_exit(&mut p, Duration::from_secs(120)).success(),
             "--stage {stage}"
@@ -680,8 +694,8 @@ async fn an_index_split_over_two_key_shards_publishes_the_all_in_one_outputs() {
         &[&shard("2")[..], &slow, &["-X", "client.id=zz-first"]].concat(),
         &log_a,
     )];
-    for stage in ["verify", "cluster"] {
-        running.push(s.spawn(&["--stage", stage, "--key-shards", "2"]));
+    for stage in ["verify", "cluster", "mirror"] {
+        running.push(s.spawn(&["--stage", stage, "--key-shards", "2", "--mirror-stage"]));
     }
     // The second instance joins once the first has passed a fifth of the pages on.
     let pages = signature_count(&sample);
@@ -724,7 +738,9 @@ async fn an_index_split_over_two_key_shards_publishes_the_all_in_one_outputs() {
     for kind in OutputKind::ALL {
         assert_same(kind, &got[&kind], &want[&kind]);
     }
-    assert!(!got[&OutputKind::Pairs].is_empty() && !got[&OutputKind::Clusters].is_empty());
+    for kind in [OutputKind::Pairs, OutputKind::Clusters, OutputKind::Mirrors] {
+        assert!(!got[&kind].is_empty(), "{kind:?}");
+    }
     // The second instance took a key shard over (the first released it mid-stream).
     let b = std::fs::read_to_string(&log_b).unwrap();
     let _ = std::fs::remove_dir_all(&dir);

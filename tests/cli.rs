@@ -832,32 +832,23 @@ fn configuration_errors_name_the_setting() {
 }
 
 #[test]
-fn the_mirror_stage_is_known_to_the_configuration_check_but_refused_by_run() {
-    // The Helm chart renders `--stage sign|index|cluster` for split deployments; `mirror` is a
-    // stage name of DESIGN.md whose work runs in the cluster stage: the check warns and `run`
-    // refuses it with a clear error instead of quietly running nothing.
-    let check = neardup_env(
-        &[
-            "run",
-            "--brokers",
-            "k:1",
-            "--stage",
-            "mirror",
-            "--check-config",
-        ],
-        &[],
-    );
-    succeeded(&check);
-    assert!(String::from_utf8_lossy(&check.stderr).contains("--stage cluster"));
-    let run = neardup_env(&["run", "--brokers", "k:1", "--stage", "mirror"], &[]);
-    assert!(!run.status.success());
-    let err = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        err.contains("--stage mirror")
-            && err.contains("--stage cluster")
-            && err.contains("--stage all"),
-        "{err}"
-    );
+fn each_split_stage_is_checked_by_the_configuration_check() {
+    // The mirror stage runs only where the cluster stage leaves mirrors and collections to it
+    // (`--mirror-stage`, given to every stage): without it, both the check and `run` refuse it,
+    // naming the flag, instead of quietly running a stage that gets no input.
+    for check in [true, false] {
+        let mut args = vec!["run", "--brokers", "k:1", "--stage", "mirror"];
+        if check {
+            args.push("--check-config");
+        }
+        let out = neardup_env(&args, &[]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--stage mirror") && err.contains("--mirror-stage"),
+            "{err}"
+        );
+    }
     // The configuration check of one stage, with `env`.
     let check_stage = |stage: &str, env: &[(&str, &str)]| {
         neardup_env(
@@ -872,12 +863,16 @@ fn the_mirror_stage_is_known_to_the_configuration_check_but_refused_by_run() {
             env,
         )
     };
-    // sign, index and cluster pass the check without a warning.
+    // sign, index and cluster pass the check without a warning, and with --mirror-stage so
+    // does mirror, the configuration printed carrying it.
     for stage in ["sign", "index", "cluster"] {
         let check = check_stage(stage, &[]);
         succeeded(&check);
         assert!(!String::from_utf8_lossy(&check.stderr).contains("warning"));
     }
+    let check = check_stage("mirror", &[("NEARDUP_MIRROR_STAGE", "true")]);
+    succeeded(&check);
+    assert!(String::from_utf8_lossy(&check.stdout).contains("mirror_stage = true"));
     // A part that feeds back into the index cannot run split: the check names it.
     let check = neardup_env(
         &[

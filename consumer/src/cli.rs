@@ -60,6 +60,11 @@ pub struct TopologyArgs {
     /// are the same for any.
     #[arg(long, default_value_t = 0, env = "NEARDUP_KEY_SHARDS")]
     pub key_shards: usize,
+    /// Split stages: mirrors and collections run in `--stage mirror`, fed by the cluster stage
+    /// through PREFIX + `internal.clustered` (one partition), instead of in the cluster stage.
+    /// Give it to every stage; the outputs are the same either way.
+    #[arg(long, env = "NEARDUP_MIRROR_STAGE")]
+    pub mirror_stage: bool,
     /// Alg. B shingling profile: `henzinger` (k = 8, no wrap-around) or `fmn` (k = 5, wrap-around).
     #[arg(long, default_value = "henzinger", value_parser = parse_profile, env = "NEARDUP_SHINGLE_PROFILE")]
     pub shingle_profile: neardup_topology::sketch::minhash::Profile,
@@ -172,6 +177,7 @@ impl TopologyArgs {
             },
             max_pairs_per_join: self.max_pairs_per_join,
             key_shards: self.key_shards,
+            mirror_stage: self.mirror_stage,
             signer: neardup_topology::signer::SignerConfig {
                 profile: self.shingle_profile,
                 max_terms: self.max_terms.max(1),
@@ -225,10 +231,11 @@ pub enum Stage {
     Verify,
     /// Everything downstream of the pairs: exact groups, near-duplicate clusters, crawl hints,
     /// mirrors and collections, reading PREFIX + `internal.indexed` with the consumer group
-    /// GROUP + `.cluster`.
+    /// GROUP + `.cluster`. With `--mirror-stage`, mirrors and collections are left to the
+    /// mirror stage, and each page's record goes on to PREFIX + `internal.clustered`.
     Cluster,
-    /// Mirror host pairs and replicated collections: not a stage of its own; they run in the
-    /// cluster stage (refused).
+    /// With `--mirror-stage`: mirror host pairs and replicated collections, reading
+    /// PREFIX + `internal.clustered` (consumer group GROUP + `.mirror`).
     Mirror,
 }
 
@@ -255,7 +262,8 @@ impl Stage {
             Stage::Shard => Some(Role::Shard),
             Stage::Verify => Some(Role::Verify),
             Stage::Cluster => Some(Role::Cluster),
-            Stage::Sign | Stage::Mirror => None,
+            Stage::Mirror => Some(Role::Mirror),
+            Stage::Sign => None,
         }
     }
 }
@@ -276,8 +284,8 @@ pub struct RunArgs {
     /// topics PREFIX + `internal.signed` and PREFIX + `internal.indexed` (DESIGN.md §3); with
     /// `--key-shards N`, the index stage is split further into `index`, `shard` and `verify`,
     /// connected by PREFIX + `internal.steps` (N partitions) and PREFIX + `internal.answered`.
-    /// `mirror` is accepted by `--check-config` but refused by `run`: the cluster stage runs the
-    /// mirrors and collections.
+    /// With `--mirror-stage`, mirrors and collections run in `mirror`, after the cluster stage,
+    /// connected by PREFIX + `internal.clustered`.
     #[arg(long, value_enum, default_value_t = Stage::All, env = "NEARDUP_STAGE")]
     pub stage: Stage,
     /// Kafka bootstrap servers (required: here, in NEARDUP_BROKERS or in the file).

@@ -100,6 +100,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_shards: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_stage: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub shingle_profile: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_terms: Option<usize>,
@@ -298,6 +300,7 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             "max_pairs_per_join"
         );
         overlay!(m, a.key_shards, f.key_shards, "key_shards");
+        overlay!(m, a.mirror_stage, f.mirror_stage, "mirror_stage");
         overlay!(
             m,
             a.shingle_profile,
@@ -544,6 +547,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             sign_cache: Some(Size(t.sign_cache)),
             max_pairs_per_join: Some(t.max_pairs_per_join),
             key_shards: Some(t.key_shards),
+            mirror_stage: Some(t.mirror_stage),
             shingle_profile: Some(profile_name(t.shingle_profile).to_owned()),
             max_terms: Some(t.max_terms),
             emit_minvalues: Some(t.emit_minvalues),

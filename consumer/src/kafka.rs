@@ -37,8 +37,8 @@ use metrics::{counter, gauge, histogram};
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::sign_cache::{SignCache, SignCacheStats};
 use neardup_topology::{
-    Emit, Indexed, InternalReader, InternalRecordError, Prepared, Preparer, Sharded, SignOutput,
-    SignStage, Topology,
+    Clustered, Emit, Indexed, InternalReader, InternalRecordError, Prepared, Preparer, Sharded,
+    SignOutput, SignStage, Topology,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
@@ -134,6 +134,12 @@ impl KafkaOptions {
         format!("{}internal.indexed", self.output_prefix)
     }
 
+    /// The internal topic from the cluster stage to the mirror stage, with `--mirror-stage`
+    /// (one partition).
+    pub fn clustered_topic(&self) -> String {
+        format!("{}internal.clustered", self.output_prefix)
+    }
+
     /// The internal topic of an index stage split by key: partition i holds the records for key
     /// shard i (as many partitions as `key_shards`).
     pub fn steps_topic(&self) -> String {
@@ -154,7 +160,8 @@ impl KafkaOptions {
             Stage::Shard => Some(self.steps_topic()),
             Stage::Verify => Some(self.answered_topic()),
             Stage::Cluster => Some(self.indexed_topic()),
-            Stage::All | Stage::Sign | Stage::Mirror => None,
+            Stage::Mirror => Some(self.clustered_topic()),
+            Stage::All | Stage::Sign => None,
         };
         if let Some(topic) = input {
             o.input_topic = topic;
@@ -354,7 +361,8 @@ pub async fn run(
     let idempotent = if matches!(
         opts.stage,
         Stage::Sign | Stage::Index | Stage::Shard | Stage::Verify
-    ) {
+    ) || (opts.stage == Stage::Cluster && cfg.mirror_stage)
+    {
         "true"
     } else {
         "false"
@@ -448,6 +456,10 @@ pub async fn run(
     if matches!(opts.stage, Stage::Index | Stage::Verify | Stage::Cluster) {
         check_one_partition(&consumer, &opts.indexed_topic())?;
     }
+    let mirror_stage = topo.config().mirror_stage;
+    if mirror_stage && matches!(opts.stage, Stage::Cluster | Stage::Mirror) {
+        check_one_partition(&consumer, &opts.clustered_topic())?;
+    }
     if opts.stage == Stage::Sign {
         check_signed_partitions(&consumer, &opts.input_topic, &opts.internal_topic())?;
     }
@@ -483,14 +495,16 @@ pub async fn run(
     let indexed_topic = opts.indexed_topic();
     let steps_topic = opts.steps_topic();
     let answered_topic = opts.answered_topic();
+    let clustered_topic = opts.clustered_topic();
     // Where the record for the next stage goes: from the index stage split by key to shard 0,
-    // from shard i to shard i + 1 or, from the last, to the verify stage; else to the cluster
-    // stage.
+    // from shard i to shard i + 1 or, from the last, to the verify stage; from the cluster
+    // stage to the mirror stage; else to the cluster stage.
     let next_stage = |p: i32| -> (&String, Option<i32>) {
         match opts.stage {
             Stage::Index if by_key => (&steps_topic, Some(0)),
             Stage::Shard if (p as usize) + 1 < key_shards => (&steps_topic, Some(p + 1)),
             Stage::Shard => (&answered_topic, Some(0)),
+            Stage::Cluster => (&clustered_topic, None),
             _ => (&indexed_topic, None),
         }
     };
@@ -602,6 +616,7 @@ pub async fn run(
             match prepared {
                 Ready::Page(prepared) => topo.apply(prepared, &payload, &src, &mut out),
                 Ready::Indexed(record) => topo.apply_indexed(record, &mut out),
+                Ready::Clustered(record) => topo.apply_clustered(record, &mut out),
                 Ready::Sharded(record) => topo.apply_sharded(record, p, &mut out).map_err(|e| {
                     anyhow!(
                         "{e} (stopped at {}/{p} offset {o}, not committed)",
@@ -836,6 +851,7 @@ enum Ready {
     Page(Prepared),
     Indexed(Indexed),
     Sharded(Sharded),
+    Clustered(Clustered),
 }
 
 impl Ready {
@@ -844,7 +860,7 @@ impl Ready {
     fn event_time_ms(&self) -> Option<i64> {
         match self {
             Ready::Page(page) => page.event_time_ms(),
-            Ready::Indexed(_) | Ready::Sharded(_) => None,
+            Ready::Indexed(_) | Ready::Sharded(_) | Ready::Clustered(_) => None,
         }
     }
 }
@@ -862,8 +878,9 @@ fn prepare(
     Ok(match stage {
         Stage::Index => Ready::Page(reader.signed(payload)?),
         Stage::Cluster => Ready::Indexed(reader.indexed(payload)?),
+        Stage::Mirror => Ready::Clustered(reader.clustered(payload)?),
         Stage::Shard | Stage::Verify => Ready::Sharded(reader.sharded(payload)?),
-        Stage::All | Stage::Sign | Stage::Mirror => Ready::Page(
+        Stage::All | Stage::Sign => Ready::Page(
             preparer
                 .get_or_insert_with(|| Preparer::with_cache(cfg, Arc::clone(cache)))
                 .prepare(payload),
@@ -935,8 +952,8 @@ fn check_steps_partitions(
 fn check_one_partition(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<()> {
     match partition_count(consumer, topic)? {
         1 => Ok(()),
-        0 => bail!("the internal topic {topic} does not exist: create it with exactly one partition before starting the index and cluster stages"),
-        n => bail!("the internal topic {topic} has {n} partitions: it needs exactly one, so that the cluster stage applies pages in the order the index stage did"),
+        0 => bail!("the internal topic {topic} does not exist: create it with exactly one partition before starting the stages it joins"),
+        n => bail!("the internal topic {topic} has {n} partitions: it needs exactly one, so that the stage after it applies pages in the order the stage before it did"),
     }
 }
 
@@ -1409,7 +1426,11 @@ fn restore_partitions(
                     topo.apply(prepared, &payload, &src, &mut scratch);
                     topo.take_indexed();
                 }
-                Ready::Indexed(record) => topo.apply_indexed(record, &mut scratch),
+                Ready::Indexed(record) => {
+                    topo.apply_indexed(record, &mut scratch);
+                    topo.take_indexed();
+                }
+                Ready::Clustered(record) => topo.apply_clustered(record, &mut scratch),
                 Ready::Sharded(record) => {
                     topo.apply_sharded(record, p, &mut scratch)
                         .with_context(|| {

@@ -61,14 +61,7 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
         }
         Command::Run(mut args) => {
             config::resolve_run(&mut args, sub("run"))?;
-            use neardup::cli::Stage;
-            let refused = args.stage == Stage::Mirror;
-            let not_built = "mirrors and collections are not a stage of their own: they run in \
-                             the cluster stage (--stage cluster), or in --stage all (the default)";
             if args.check_config {
-                if refused {
-                    eprintln!("neardup: warning: the configuration is valid, but {not_built}");
-                }
                 if let Some(role) = args.stage.role() {
                     neardup_topology::Topology::with_role(args.topology.config(), role)
                         .map_err(|e| anyhow::anyhow!("--stage {}: {e}", args.stage.name()))?;
@@ -76,9 +69,6 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                 kafka::check_clients(&(&args).into())?;
                 print!("{}", config::to_toml(&config::effective(&args)));
                 return Ok(());
-            }
-            if refused {
-                anyhow::bail!("--stage mirror: {not_built}");
             }
             run(args)
         }

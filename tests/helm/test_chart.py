@@ -36,7 +36,7 @@ FULL = f"{RELEASE}-neardup"  # the chart's full name for this release
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas.
 KUBE_VERSIONS = ("1.25.0", "1.37.0")
 CRD_KINDS = {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"}
-STAGES = ("sign", "index", "shard", "verify", "cluster")
+STAGES = ("sign", "index", "shard", "verify", "cluster", "mirror")
 
 
 def tool(name):
@@ -242,7 +242,7 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(sorted(kinds), sorted(STAGES))
         self.assertEqual(kinds["sign"]["kind"], "Deployment")
         self.assertEqual(kinds["sign"]["spec"]["replicas"], 3)
-        for stage in ("index", "shard", "verify", "cluster"):
+        for stage in ("index", "shard", "verify", "cluster", "mirror"):
             self.assertEqual(kinds[stage]["kind"], "StatefulSet", stage)
             self.assertEqual(kinds[stage]["spec"]["serviceName"], f"{FULL}-{stage}-headless")
             split.one("Service", f"{FULL}-{stage}-headless")
@@ -257,6 +257,7 @@ class ChartTest(unittest.TestCase):
         # the key shards share the partitions of internal.steps
         self.assertEqual(kinds["shard"]["spec"]["replicas"], 2)
         self.assertEqual(kinds["verify"]["spec"]["replicas"], 1)
+        self.assertEqual(kinds["mirror"]["spec"]["replicas"], 1)
         # no persistence: the state directory is an emptyDir, no claim
         self.assertNotIn("volumeClaimTemplates", kinds["sign"]["spec"])
         vols = {v["name"]: v for v in kinds["sign"]["spec"]["template"]["spec"]["volumes"]}

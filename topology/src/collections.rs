@@ -37,7 +37,6 @@
 //! A collection's id hashes the smallest URL of its root copy's first page, so it is stable
 //! while that page stays in the collection.
 
-use crate::clusters::Clusters;
 use crate::emit::Emitter;
 use crate::hash::StrBuild;
 use neardup_schemas::{CollectionEvent, CollectionHost, CollectionState, OutputKind};
@@ -271,14 +270,13 @@ impl Collections {
         self.links = links;
     }
 
-    /// Closes an epoch: computes the collections from `clusters` and the remembered links and
-    /// publishes what changed.
-    pub fn epoch(&mut self, clusters: &Clusters, out: &mut Emitter) {
+    /// Closes an epoch: computes the collections from the members of each near-duplicate
+    /// cluster (in any order) and the remembered links, and publishes what changed.
+    pub fn epoch(&mut self, clusters: Vec<Vec<&str>>, out: &mut Emitter) {
         // 1. Trivial clusters, in a deterministic order.
         let mut trivial: Vec<Vec<u32>> = clusters
-            .members_by_cluster()
             .into_iter()
-            .map(|(_, members)| {
+            .map(|members| {
                 let mut m: Vec<u32> = members.iter().map(|u| self.id(u)).collect();
                 m.sort_by(|a, b| self.names[*a as usize].cmp(&self.names[*b as usize]));
                 m
@@ -555,7 +553,16 @@ fn event(id: &str, state: CollectionState, p: &Published, at: &str) -> Collectio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clusters::Clusters;
     use neardup_schemas::PairLevel;
+
+    /// The members of each of `cl`'s clusters, as [`Collections::epoch`] takes them.
+    fn members(cl: &Clusters) -> Vec<Vec<&str>> {
+        cl.members_by_cluster()
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect()
+    }
 
     #[test]
     fn root_paths_are_common_directories_per_top_directory() {
@@ -616,7 +623,7 @@ mod tests {
             col.fetched(url, Some(links.iter().copied()));
         }
         out.drain().for_each(drop);
-        col.epoch(&cl, &mut out);
+        col.epoch(members(&cl), &mut out);
         col
     }
 
@@ -795,7 +802,7 @@ mod tests {
         // A page only the primary has.
         fetched(&mut col, "http://p.example/docs/only-here.html".into(), &[]);
         out.drain().for_each(drop);
-        col.epoch(&cl, &mut out);
+        col.epoch(members(&cl), &mut out);
         let now = col.current();
         assert_eq!(now.len(), 1, "{now:?}");
         let hosts: Vec<(&str, &[String], u64)> = now[0]
@@ -865,7 +872,7 @@ mod tests {
         );
         col.fetched("http://part.example/x/a.html", Some(std::iter::empty()));
         out.drain().for_each(drop);
-        col.epoch(&cl, &mut out);
+        col.epoch(members(&cl), &mut out);
         let now = col.current();
         assert_eq!(now.len(), 1, "{now:?}");
         let (_, cardinality, size, hosts_found) = &now[0];
@@ -883,7 +890,7 @@ mod tests {
         std::mem::swap(&mut strict.links, &mut col.links);
         std::mem::swap(&mut strict.ids, &mut col.ids);
         std::mem::swap(&mut strict.names, &mut col.names);
-        strict.epoch(&cl, &mut out);
+        strict.epoch(members(&cl), &mut out);
         assert!(
             strict.current().iter().all(|c| c.2 < 3),
             "{:?}",
@@ -894,7 +901,7 @@ mod tests {
         col.links = strict.links.clone();
         col.ids = strict.ids.clone();
         col.names = strict.names.clone();
-        col.epoch(&cl, &mut out);
+        col.epoch(members(&cl), &mut out);
         assert_eq!(out.drain().count(), 0);
     }
 }

@@ -55,7 +55,7 @@ use neardup_schemas::{
 };
 use signed::{Signed, SignedParts};
 use signer::{Signer, SignerConfig};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use time::format_description::well_known::Rfc3339;
 
@@ -107,6 +107,10 @@ pub struct Config {
     /// ([`Role::Shard`], [`Role::Verify`]); 0, the default, keeps them in the index stage. The
     /// pairs are the same for any number.
     pub key_shards: usize,
+    /// Split stages only: mirrors and collections run in a mirror stage of their own
+    /// ([`Role::Mirror`]), fed by the cluster stage, instead of in the cluster stage. The
+    /// outputs are the same either way.
+    pub mirror_stage: bool,
 }
 
 impl Default for Config {
@@ -126,6 +130,7 @@ impl Default for Config {
             canonical: clusters::CanonicalPolicy::default(),
             hint_level: PairLevel::VerySimilar,
             key_shards: 0,
+            mirror_stage: false,
         }
     }
 }
@@ -191,7 +196,8 @@ pub struct Topology {
     preparer: Preparer,
     emitter: Emitter,
     /// The record of the page just applied for the next stage: the index stage's for the
-    /// cluster stage, or, in an index split by key, for the next key shard or the verify stage.
+    /// cluster stage, or, in an index split by key, for the next key shard or the verify stage;
+    /// the cluster stage's for the mirror stage.
     indexed: Option<(String, Vec<u8>)>,
     /// The steps of the page being applied, in an index stage split by key.
     steps: Vec<near::Step>,
@@ -267,6 +273,16 @@ struct ShardedPage {
     answers: Vec<Vec<near::ShardAnswer>>,
 }
 
+/// The cluster stage's record of one applied page for the mirror stage (`mirror_stage`): the
+/// index stage's record as the cluster stage read it (without the pair changes, and with the
+/// out-links only when collections use them) and the moves it caused among the `very_similar`
+/// clusters, which the mirror stage follows instead of keeping the clusters.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ClusteredPage {
+    page: IndexedPage,
+    moves: Vec<clusters::Move>,
+}
+
 /// A key shard's state in a shard stage.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ShardState {
@@ -303,8 +319,12 @@ struct State {
     stats: Stats,
     /// The part of the topology this state belongs to.
     role: Role,
-    /// In the cluster stage: the URLs in the index stage's window (what collections keep).
+    /// In the cluster stage, or the mirror stage: the URLs in the index stage's window (what
+    /// collections keep).
     window: std::collections::HashSet<Arc<str>, hash::StrBuild>,
+    /// In the mirror stage: the members of each `very_similar` cluster, followed from the
+    /// cluster stage's moves (what collections are computed from).
+    members: BTreeMap<u32, BTreeSet<Arc<str>>>,
     /// In the index and cluster stages: per partition of the input the previous stage read
     /// (the records carry where they came from), the last offset whose record was applied. A
     /// previous stage sends records again after a restart or a rebalance (at least once);
@@ -337,6 +357,9 @@ pub enum Role {
     /// and the record for the cluster stage), fed by [`Topology::apply_sharded`] with the
     /// records that passed every key shard.
     Verify,
+    /// With `mirror_stage`: mirrors and collections, fed by [`Topology::apply_clustered`] with
+    /// the cluster stage's records (the cluster stage then leaves them out).
+    Mirror,
 }
 
 /// Why a configuration cannot run split.
@@ -382,6 +405,7 @@ impl Topology {
             stats: Stats::default(),
             role: Role::All,
             window: Default::default(),
+            members: BTreeMap::new(),
             origin_upto: BTreeMap::new(),
             sequencer: None,
             key_shards: BTreeMap::new(),
@@ -408,6 +432,11 @@ impl Topology {
                 return Err(RoleError::all_in_one("cluster evolution"));
             }
         }
+        if role == Role::Mirror && !cfg.mirror_stage {
+            return Err(RoleError(
+                "the mirror stage needs mirror_stage (--mirror-stage) given to every stage, so that the cluster stage leaves mirrors and collections to it and sends it their input".into(),
+            ));
+        }
         if matches!(role, Role::Shard | Role::Verify) && cfg.key_shards == 0 {
             return Err(RoleError(format!(
                 "the {} stage needs key_shards (--key-shards), the number of key shards the index stage splits its key tables over: 1 or more, the same in every stage",
@@ -420,6 +449,8 @@ impl Topology {
         match role {
             Role::Index if split => topo.state.sequencer = Some(near::Sequencer::new(near_cfg)),
             Role::Verify => topo.state.near = near::NearIndex::follower(near_cfg),
+            // The cluster stage ranks canonical members by in-links.
+            Role::Mirror => topo.state.inlinks = None,
             _ => {}
         }
         topo.state.role = role;
@@ -685,7 +716,9 @@ impl Topology {
                 };
                 self.indexed = Some((key, value.expect("an indexed page serializes")));
             }
-            _ => self.update_clusters(page.fetched_at_ms, changes),
+            _ => {
+                self.update_clusters(page.fetched_at_ms, changes);
+            }
         }
         if let Some(ev) = &mut self.state.evolution {
             ev.fetched(&page.url, checksum.is_some());
@@ -703,15 +736,33 @@ impl Topology {
     /// What the parts downstream of the pairs learn from a fetch before its pairs: the host's
     /// address (mirrors) and the page's out-links (collections, in-links).
     fn fetched_downstream(&mut self, f: &DownstreamFetch<'_>) {
+        if self.runs_mirrors() {
+            self.fetched_mirrors(f);
+        }
+        if let Some(l) = &mut self.state.inlinks {
+            l.fetched(f.url, f.fetched_at_ms, f.links.map(Links::iter));
+        }
+    }
+
+    /// What mirrors and collections learn from a fetch before its pairs.
+    fn fetched_mirrors(&mut self, f: &DownstreamFetch<'_>) {
         if let (true, Some(ip)) = (self.cfg.mirrors, f.ip) {
             self.state.mirrors.host_address(f.url, ip);
         }
-        let links = || f.links.map(Links::iter);
         if self.cfg.collections || self.cfg.hm_veto.is_some() {
-            self.state.collections.fetched(f.url, links());
+            self.state
+                .collections
+                .fetched(f.url, f.links.map(Links::iter));
         }
-        if let Some(l) = &mut self.state.inlinks {
-            l.fetched(f.url, f.fetched_at_ms, links());
+    }
+
+    /// True where mirrors and collections run: in the all-in-one topology, in the mirror stage,
+    /// and in the cluster stage unless a mirror stage runs them (`mirror_stage`).
+    fn runs_mirrors(&self) -> bool {
+        match self.state.role {
+            Role::All | Role::Mirror => true,
+            Role::Cluster => !self.cfg.mirror_stage,
+            Role::Index | Role::Shard | Role::Verify => false,
         }
     }
 
@@ -829,12 +880,80 @@ impl Topology {
 
     /// The cluster stage: applies one record of the index stage ([`Self::take_indexed`],
     /// read back by [`InternalReader::indexed`]), appending the outputs it causes to `out`: exactly the
-    /// clusters, hints, mirrors and collections the all-in-one topology emits for that page.
+    /// clusters, hints, mirrors and collections the all-in-one topology emits for that page
+    /// (with `mirror_stage`, those but the mirrors and collections, whose input goes to
+    /// [`Self::take_indexed`] for the mirror stage).
     pub fn apply_indexed(&mut self, record: Indexed, out: &mut Vec<Emit>) {
-        let r = *record.0;
+        let mut r = *record.0;
+        if !self.follow_indexed(&r) {
+            return;
+        }
+        self.fetched_downstream(&DownstreamFetch {
+            url: &r.url,
+            fetched_at_ms: r.fetched_at_ms,
+            ip: r.ip.as_deref(),
+            links: r.links.as_deref().map(Links::List),
+        });
+        self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
+        let mirrors_here = self.runs_mirrors();
+        if mirrors_here {
+            self.follow_window(&r);
+        }
+        let moves = self.update_clusters(r.fetched_at_ms, std::mem::take(&mut r.changes));
+        if !mirrors_here {
+            if !self.cfg.collections {
+                r.links = None;
+            }
+            let record = ClusteredPage { page: r, moves };
+            let value = postcard::to_stdvec(&record).expect("a clustered page serializes");
+            self.indexed = Some((record.page.url, value));
+        }
+        self.drain_outputs(out);
+    }
+
+    /// The mirror stage (`mirror_stage`): applies one record of the cluster stage
+    /// ([`Self::take_indexed`], read back by [`InternalReader::clustered`]), appending the
+    /// mirrors and collections it causes to `out`: exactly those the all-in-one topology emits
+    /// for that page.
+    pub fn apply_clustered(&mut self, record: Clustered, out: &mut Vec<Emit>) {
+        let ClusteredPage { page: r, moves } = *record.0;
+        if !self.follow_indexed(&r) {
+            return;
+        }
+        self.fetched_mirrors(&DownstreamFetch {
+            url: &r.url,
+            fetched_at_ms: r.fetched_at_ms,
+            ip: r.ip.as_deref(),
+            links: r.links.as_deref().map(Links::List),
+        });
+        self.follow_window(&r);
+        let members = &mut self.state.members;
+        for m in &moves {
+            if let Some(c) = m.from {
+                if let Some(set) = members.get_mut(&c) {
+                    set.remove(&m.url);
+                    if set.is_empty() {
+                        members.remove(&c);
+                    }
+                }
+            }
+            if let Some(c) = m.to {
+                members.entry(c).or_default().insert(m.url.clone());
+            }
+        }
+        if self.cfg.mirrors {
+            self.state.mirrors.apply(&moves, &mut self.emitter);
+        }
+        self.drain_outputs(out);
+    }
+
+    /// The cluster and mirror stages: counts a record of the stage before, and unless it is a
+    /// repeat (then false), sets the page's event time and moves the clock, the collections
+    /// epoch and the windows downstream of the pairs as the index stage moved its own.
+    fn follow_indexed(&mut self, r: &IndexedPage) -> bool {
         self.state.stats.records += 1;
         if self.is_repeat(r.origin) {
-            return;
+            return false;
         }
         match r.checksum {
             Some(_) => self.state.stats.pages += 1,
@@ -852,13 +971,11 @@ impl Topology {
         if r.watermark > before {
             self.advance_downstream(r.watermark);
         }
-        self.fetched_downstream(&DownstreamFetch {
-            url: &r.url,
-            fetched_at_ms: r.fetched_at_ms,
-            ip: r.ip.as_deref(),
-            links: r.links.as_deref().map(Links::List),
-        });
-        self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
+        true
+    }
+
+    /// Follows the index stage's window (what collections keep) through one of its records.
+    fn follow_window(&mut self, r: &IndexedPage) {
         for url in &r.left {
             self.state.window.remove(url);
         }
@@ -866,11 +983,6 @@ impl Topology {
             self.state.window.insert(Arc::from(r.url.as_str()));
         } else {
             self.state.window.remove(r.url.as_str());
-        }
-        self.update_clusters(r.fetched_at_ms, r.changes);
-        for e in self.emitter.drain() {
-            *self.state.stats.outputs.entry(e.kind).or_default() += 1;
-            out.push(e);
         }
     }
 
@@ -892,21 +1004,28 @@ impl Topology {
     }
 
     fn close_epoch(&mut self) {
-        if !self.cfg.collections && self.cfg.hm_veto.is_none() {
+        if !self.cfg.collections && self.cfg.hm_veto.is_none() || !self.runs_mirrors() {
             return;
         }
         // The index's window: its own, or as the index stage reported it.
         let (near, window, role) = (&self.state.near, &self.state.window, self.state.role);
         let windowed = |url: &str| match role {
-            Role::Cluster => window.contains(url),
+            Role::Cluster | Role::Mirror => window.contains(url),
             _ => near.sketch_of(url).is_some(),
         };
         self.state.collections.prune(windowed);
         self.state.rps.retain(|url, _| windowed(url));
         if self.cfg.collections {
-            self.state
-                .collections
-                .epoch(&self.state.similar, &mut self.emitter);
+            // The clusters: their members as the mirror stage follows them, or the clusters.
+            let members: Vec<Vec<&str>> = match role {
+                Role::Mirror => (self.state.members.values())
+                    .map(|m| m.iter().map(|u| &**u).collect())
+                    .collect(),
+                _ => (self.state.similar.members_by_cluster().into_iter())
+                    .map(|(_, m)| m)
+                    .collect(),
+            };
+            self.state.collections.epoch(members, &mut self.emitter);
         }
         if let Some(veto) = self.cfg.hm_veto {
             self.hm_veto(veto);
@@ -987,8 +1106,13 @@ impl Topology {
         }
     }
 
-    /// Feeds the pair changes of the last step to the clusters of both levels.
-    fn update_clusters(&mut self, at_ms: i64, changes: Vec<near::PairChange>) {
+    /// Feeds the pair changes of the last step to the clusters of both levels; the moves among
+    /// the `very_similar` clusters they caused.
+    fn update_clusters(
+        &mut self,
+        at_ms: i64,
+        changes: Vec<near::PairChange>,
+    ) -> Vec<clusters::Move> {
         let identical = |l: Option<PairLevel>| {
             matches!(l, Some(PairLevel::VirtuallyIdentical | PairLevel::Exact))
         };
@@ -1038,9 +1162,10 @@ impl Topology {
                 .hints
                 .apply(&self.state.similar, &similar, &mut self.emitter),
         }
-        if self.cfg.mirrors {
+        if self.cfg.mirrors && self.runs_mirrors() {
             self.state.mirrors.apply(&similar, &mut self.emitter);
         }
+        similar
     }
 
     /// The crawl hints' counters.
@@ -1120,6 +1245,9 @@ pub struct Indexed(Box<IndexedPage>);
 /// A record of an index stage split by key, read back ([`Topology::apply_sharded`]).
 pub struct Sharded(Box<ShardedPage>);
 
+/// A record of the cluster stage for the mirror stage, read back.
+pub struct Clustered(Box<ClusteredPage>);
+
 /// The filings among `steps` (each gets the key shards' answers).
 fn filings(steps: &[near::Step]) -> usize {
     steps
@@ -1185,6 +1313,14 @@ impl InternalReader {
         let r: IndexedPage = read_internal(value, |r: &IndexedPage| r.format)?;
         same_parameters("indexed", &r.state, &self.state)?;
         Ok(Indexed(Box::new(r)))
+    }
+
+    /// The mirror stage: a record of the cluster stage ([`Topology::take_indexed`] with
+    /// `mirror_stage`), for [`Topology::apply_clustered`].
+    pub fn clustered(&self, value: &[u8]) -> Result<Clustered, InternalRecordError> {
+        let r: ClusteredPage = read_internal(value, |r: &ClusteredPage| r.page.format)?;
+        same_parameters("clustered", &r.page.state, &self.state)?;
+        Ok(Clustered(Box::new(r)))
     }
 
     /// The shard and verify stages of an index split by key: a record of the index stage or

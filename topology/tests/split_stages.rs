@@ -175,6 +175,10 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
                 sent.push(record.clone());
                 let record = reader.indexed(&record).expect("reads back");
                 cluster.apply_indexed(record, &mut got);
+                assert!(
+                    cluster.take_indexed().is_none(),
+                    "without a mirror stage, nothing to forward"
+                );
                 if forwarded % 40 == 0 {
                     // The index stage restarted and sends its last records again (at least
                     // once): the cluster stage recognises and skips them.
@@ -216,6 +220,141 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
             "{kind:?}: the stream exercises it"
         );
     }
+}
+
+/// sign -> index -> cluster -> mirror (`mirror_stage`): the cluster stage leaves mirrors and
+/// collections to the mirror stage and forwards each page's record with the moves it caused
+/// among the clusters; the four give the all-in-one outputs, kind by kind and in order, with
+/// collections, in-link ranking and evictions on, while the cluster stage publishes no mirrors
+/// or collections and the mirror stage nothing else. The cluster stage sends records again
+/// (the mirror stage skips them), and both stages restart from checkpoints mid-stream.
+#[test]
+fn a_mirror_stage_after_the_cluster_stage_gives_the_all_in_one_outputs() {
+    let cfg = Config {
+        mirror_stage: true,
+        ..evicting_split_config()
+    };
+    let (lines, src) = (mixed_stream(), two_partitions);
+    let (mut whole, mut expected) = all_in_one(&cfg, &lines);
+
+    let mut preparer = Preparer::new(&cfg);
+    let sign = SignStage::new(&cfg);
+    let mut signer = Topology::new(cfg.clone());
+    let role = |r| Topology::with_role(cfg.clone(), r).expect("a stage");
+    let (mut index, mut cluster, mut mirror) =
+        (role(Role::Index), role(Role::Cluster), role(Role::Mirror));
+    let restore = |t: &Topology| {
+        let ck = neardup_topology::checkpoint::write(t, "t", &BTreeMap::new());
+        neardup_topology::checkpoint::restore(cfg.clone(), "t", &ck)
+            .expect("restores")
+            .0
+    };
+    let reader = InternalReader::new(&cfg);
+    // Each kind comes from one stage, so concatenating their outputs keeps each kind's order.
+    let (mut before_mirror, mut from_mirror) = (Vec::new(), Vec::new());
+    let mut clustered: Vec<Vec<u8>> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let value = match sign.output(preparer.prepare(line), line, &src(i), &mut signer) {
+            SignOutput::DeadLetter(e) => {
+                before_mirror.push(e);
+                continue;
+            }
+            SignOutput::Internal { value, .. } => value,
+        };
+        index.apply(
+            reader.signed(&value).expect("reads back"),
+            &[],
+            &src(i),
+            &mut before_mirror,
+        );
+        let (_, record) = index
+            .take_indexed()
+            .expect("a record for the cluster stage");
+        cluster.apply_indexed(
+            reader.indexed(&record).expect("reads back"),
+            &mut before_mirror,
+        );
+        let (key, record) = cluster
+            .take_indexed()
+            .expect("a record for the mirror stage");
+        assert!(line.windows(key.len()).any(|w| w == key.as_bytes()));
+        clustered.push(record.clone());
+        mirror.apply_clustered(
+            reader.clustered(&record).expect("reads back"),
+            &mut from_mirror,
+        );
+        if clustered.len() % 40 == 0 {
+            // The cluster stage restarted and sends its last records again.
+            for again in &clustered[clustered.len() - 6..] {
+                let before = from_mirror.len();
+                mirror.apply_clustered(reader.clustered(again).unwrap(), &mut from_mirror);
+                assert_eq!(from_mirror.len(), before, "a repeat has no outputs");
+            }
+        }
+        if clustered.len() == 90 {
+            cluster = restore(&cluster);
+            mirror = restore(&mirror);
+        }
+    }
+    assert!(clustered.len() > 100);
+    assert_eq!(
+        mirror.stats().repeats_skipped,
+        6 * (clustered.len() / 40) as u64
+    );
+    // A record of the index stage is not one of the cluster stage, and the reverse.
+    assert!(reader.clustered(&index_record(&cfg, &lines)).is_err());
+    assert!(reader.indexed(&clustered[0]).is_err());
+    let (mut cluster_end, mut mirror_end) = (Vec::new(), Vec::new());
+    cluster.finish(&mut cluster_end);
+    mirror.finish(&mut mirror_end);
+    assert!(cluster_end.is_empty(), "the cluster stage closes no epoch");
+    from_mirror.extend(mirror_end);
+    let mirror_kinds = [OutputKind::Mirrors, OutputKind::Collections];
+    for e in &before_mirror {
+        assert!(
+            !mirror_kinds.contains(&e.kind),
+            "{:?} before the mirror stage",
+            e.kind
+        );
+    }
+    for e in &from_mirror {
+        assert!(
+            mirror_kinds.contains(&e.kind),
+            "{:?} from the mirror stage",
+            e.kind
+        );
+    }
+    whole.finish(&mut expected);
+    before_mirror.extend(from_mirror);
+    assert_same_outputs(&expected, &before_mirror);
+    let want = by_kind(&expected);
+    for kind in mirror_kinds {
+        assert!(
+            want.get(&kind).is_some_and(|w| !w.is_empty()),
+            "{kind:?}: the stream exercises it"
+        );
+    }
+}
+
+/// The index stage's record of the first page of `lines`.
+fn index_record(cfg: &Config, lines: &[Vec<u8>]) -> Vec<u8> {
+    let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
+    let reader = InternalReader::new(cfg);
+    let SignOutput::Internal { value, .. } = SignStage::new(cfg).output(
+        Preparer::new(cfg).prepare(&lines[0]),
+        &lines[0],
+        &two_partitions(0),
+        &mut Topology::new(cfg.clone()),
+    ) else {
+        panic!("the first line is a page");
+    };
+    index.apply(
+        reader.signed(&value).unwrap(),
+        &[],
+        &two_partitions(0),
+        &mut Vec::new(),
+    );
+    index.take_indexed().expect("a record").1
 }
 
 /// The index stage split by key: the index stage keeps the window and sends each page's steps
@@ -485,6 +624,14 @@ fn a_record_that_missed_a_key_shard_or_of_another_split_is_refused() {
 fn refused<T>(read: Result<T, InternalRecordError>, why: &str) {
     let err = read.err().expect("refused");
     assert!(err.to_string().contains(why), "{err}");
+}
+
+#[test]
+fn a_mirror_stage_without_mirror_stage_in_its_config_is_refused() {
+    let err = Topology::with_role(evicting_split_config(), Role::Mirror)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("--mirror-stage"), "{err}");
 }
 
 #[test]

@@ -50,9 +50,9 @@ The stages this release runs, as a list of names: `all`, or the four split stage
 order.
 */}}
 {{- define "neardup.stageNames" -}}
-{{- /* mirrors and collections run in the cluster stage */}}
 {{- /* with key shards, the index stage's key tables and verification run as stages of their own */}}
-{{- if .Values.split }}sign index{{ if gt (int (dig "topology" "key_shards" 0 .Values.config)) 0 }} shard verify{{ end }} cluster{{ else }}all{{ end }}
+{{- /* with mirror_stage, mirrors and collections do; otherwise the cluster stage runs them */}}
+{{- if .Values.split }}sign index{{ if gt (int (dig "topology" "key_shards" 0 .Values.config)) 0 }} shard verify{{ end }} cluster{{ if dig "topology" "mirror_stage" false .Values.config }} mirror{{ end }}{{ else }}all{{ end }}
 {{- end }}
 
 {{/* Name of one stage's workload: full name and stage. */}}
