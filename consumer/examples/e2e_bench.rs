@@ -296,7 +296,7 @@ fn main() {
     produce(&brokers, &topic, &lines, None);
     let mb = lines.iter().map(|l| l.len()).sum::<usize>() as f64 / 1e6;
     println!(
-        "loaded {} records ({mb:.0} MB) in {:.1} s",
+        "loaded {} records ({mb:.0} MB) into {topic} in {:.1} s",
         lines.len(),
         t0.elapsed().as_secs_f64()
     );
