@@ -28,6 +28,12 @@
 //! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumer (repeatable);
 //! `--bare-only` stops after the bare read.
 //!
+//! `--split-stages` replaces step 4: the split stages (`--stage sign`, `index`, `cluster` and,
+//! with `--mirror-stage`, `mirror`) run one after another on the same topic, each reading the
+//! whole of its input topic, as a stage catching up does: per stage, records per second from
+//! its first internal record to its last (the mirror stage publishes too few records for that:
+//! start to exit) and its CPU time, against the all-in-one run's.
+//!
 //! The ratio of 3 to 2 is issue 7's bar (at least 50 %); the machine is shared, so compare the
 //! ratio, not the absolute rates.
 
@@ -287,9 +293,10 @@ fn main() {
         live_topic.clone(),
         warm_up_topic(&live_topic),
     ];
-    for run in ["run", "live"] {
+    for run in ["run", "live", "split"] {
         names.extend(kinds.iter().map(|k| format!("{}{k}", prefix(run))));
     }
+    names.extend(INTERNAL.iter().map(|t| format!("{}{t}", prefix("split"))));
     create_topics(&brokers, &names);
 
     let t0 = Instant::now();
@@ -364,6 +371,17 @@ fn main() {
         window,
         if window > 0.0 { peak_kib as f64 / window } else { 0.0 }
     );
+
+    if args.iter().any(|a| a == "--split-stages") {
+        return split_stages(
+            &brokers,
+            &topic,
+            &prefix("split"),
+            &passed,
+            lines.len(),
+            cpu,
+        );
+    }
 
     // Latency: a live run, fed at half the measured rate.
     let n = latency_n.min(lines.len());
@@ -454,6 +472,52 @@ fn main() {
         percentile(&steady, 0.5),
         percentile(&steady, 0.99),
         steady.last().copied().unwrap_or(0)
+    );
+}
+
+/// The internal topics of a split topology with a mirror stage (one partition each, as the
+/// input topic has).
+const INTERNAL: [&str; 3] = ["internal.signed", "internal.indexed", "internal.clustered"];
+
+/// `--split-stages`: the split stages one after another on `topic` (`n` records), each to the
+/// end of its input; `all_cpu` is the all-in-one run's CPU time.
+fn split_stages(brokers: &str, topic: &str, prefix: &str, passed: &[&str], n: usize, all_cpu: f64) {
+    let mut total_cpu = 0.0;
+    for (stage, output) in [
+        ("sign", Some("internal.signed")),
+        ("index", Some("internal.indexed")),
+        ("cluster", Some("internal.clustered")),
+        ("mirror", None),
+    ] {
+        let args: Vec<&str> = ["--stage", stage, "--mirror-stage", "--exit-at-end"]
+            .into_iter()
+            .chain(passed.iter().copied())
+            .collect();
+        let (secs, peak_kib, err, cpu) = neardup(brokers, topic, prefix, &args, None);
+        assert!(
+            err.contains("neardup summary"),
+            "--stage {stage} did not finish:\n{err}"
+        );
+        total_cpu += cpu;
+        let steady = output.and_then(|t| {
+            let stamps: Vec<i64> = read_all(brokers, &format!("{prefix}{t}"))
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect();
+            let (first, last) = (stamps.iter().min()?, stamps.iter().max()?);
+            Some(n as f64 / ((last - first).max(1) as f64 / 1000.0))
+        });
+        println!(
+            "--stage {stage:<7}: {} records/s from its first internal record to its last; \
+             {:.0} records/s start to exit ({secs:.1} s); CPU {cpu:.1} s; peak RSS {:.0} MiB",
+            steady.map_or("-".into(), |r| format!("{r:.0}")),
+            n as f64 / secs,
+            peak_kib as f64 / 1024.0
+        );
+    }
+    println!(
+        "split stages' CPU time together {total_cpu:.1} s, against {all_cpu:.1} s all-in-one ({:.2}x)",
+        total_cpu / all_cpu
     );
 }
 
