@@ -1387,6 +1387,58 @@ impl Prepared {
 pub struct SignStage {
     params: String,
     decode: DecodeLimits,
+    /// What the stages after it read of a page's signatures besides the signature event's
+    /// `content` (the same numbers, already written as JSON): the rest is left out of the
+    /// internal record.
+    keep: KeptParts,
+}
+
+/// The parts of a page's signatures the topology reads besides its signature event's content,
+/// under a configuration (the checksums and Alg. B always: the change since the last fetch).
+#[derive(Debug, Clone, Copy)]
+struct KeptParts {
+    /// Collections, the in-link ranking, the Hyperlink Map and evolution read out-links.
+    links: bool,
+    /// The Hyperlink Map veto reads the random projection.
+    rp: bool,
+    /// Evolution reads the paragraph fingerprints.
+    paragraphs: bool,
+}
+
+impl KeptParts {
+    fn of(cfg: &Config) -> Self {
+        KeptParts {
+            links: cfg.collections
+                || cfg.canonical.uses_inlinks()
+                || cfg.hm_veto.is_some()
+                || cfg.track_evolution,
+            rp: cfg.hm_veto.is_some(),
+            paragraphs: cfg.track_evolution,
+        }
+    }
+
+    /// `parts` without what the topology does not read; the chunks it never does (they are in
+    /// the content).
+    fn of_parts(self, p: &SignedParts) -> SignedParts {
+        fn kept<T: Clone + Default>(keep: bool, v: &T) -> T {
+            if keep {
+                v.clone()
+            } else {
+                T::default()
+            }
+        }
+        SignedParts {
+            b: p.b.clone(),
+            c: p.c.clone(),
+            charset: p.charset.clone(),
+            chunks: Vec::new(),
+            paragraphs: kept(self.paragraphs, &p.paragraphs),
+            rp: kept(self.rp, &p.rp),
+            links: kept(self.links, &p.links),
+            link_ends: kept(self.links, &p.link_ends),
+            ..*p
+        }
+    }
 }
 
 impl SignStage {
@@ -1395,6 +1447,7 @@ impl SignStage {
         SignStage {
             params: cfg.params_fingerprint(),
             decode: cfg.decode.clone(),
+            keep: KeptParts::of(cfg),
         }
     }
 
@@ -1432,7 +1485,10 @@ impl SignStage {
                     content_type: page.content_type,
                     ip: page.ip,
                     crawl_id: page.crawl_id,
-                    signed,
+                    signed: signed.map(|sg| Signed {
+                        parts: Arc::new(self.keep.of_parts(&sg.parts)),
+                        ..sg
+                    }),
                     origin: match source {
                         Source::Kafka {
                             partition, offset, ..

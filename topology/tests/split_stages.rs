@@ -43,9 +43,16 @@ fn assert_same_outputs(expected: &[Emit], got: &[Emit]) {
     }
 }
 
+/// With every part on, the sign stage's record carries every signature a part reads; with the
+/// defaults, it leaves out those no part reads (out-links, paragraphs, the random projection,
+/// chunks: they are in the signature event's content already).
 #[test]
 fn sign_then_index_gives_the_all_in_one_outputs() {
-    let cfg = everything_on();
+    sign_then_index(everything_on());
+    sign_then_index(Config::default());
+}
+
+fn sign_then_index(cfg: Config) {
     let lines = mixed_stream();
     let src = |i: usize| Source::Kafka {
         topic: "crawl.pages".into(),
