@@ -1428,8 +1428,6 @@ impl KeptParts {
             }
         }
         SignedParts {
-            b: p.b.clone(),
-            c: p.c.clone(),
             charset: p.charset.clone(),
             chunks: Vec::new(),
             paragraphs: kept(self.paragraphs, &p.paragraphs),
