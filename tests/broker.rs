@@ -1910,6 +1910,37 @@ async fn shutdown_is_bounded_when_the_broker_is_gone() {
     assert!(stopped.elapsed() < Duration::from_secs(30));
 }
 
+/// A split stage that holds no clusters answers `/clusters` with 421 and where to ask, instead
+/// of "not in any cluster": behind a Service spanning every stage's pods a query may reach it.
+/// (No broker needed: the endpoint serves while the stage waits for the broker's metadata.)
+#[test]
+fn a_stage_without_clusters_says_where_to_ask_for_them() {
+    let port = free_port();
+    let _guard = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["run", "--brokers", "127.0.0.1:9", "--stage", "sign"])
+            .arg("--http-listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        if let Some(a) = http_get(port, "/clusters?url=http%3A%2F%2Fa.example%2F") {
+            break a;
+        }
+        assert!(Instant::now() < deadline, "/clusters never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(answer.0, 421, "{answer:?}");
+    assert!(
+        answer.1.contains("--stage sign") && answer.1.contains("--stage cluster"),
+        "{answer:?}"
+    );
+}
+
 #[test]
 fn readiness_says_what_is_missing_when_no_broker_answers() {
     let port = free_port();

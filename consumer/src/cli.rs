@@ -253,7 +253,12 @@ impl Stage {
         }
     }
 
-    /// The part of the topology the stage holds state for (`None`: stateless, or refused).
+    /// True for the stages that hold the clusters (and answer `/clusters`).
+    pub fn holds_clusters(self) -> bool {
+        matches!(self, Stage::All | Stage::Cluster)
+    }
+
+    /// The part of the topology the stage holds state for (`None`: stateless).
     pub fn role(self) -> Option<neardup_topology::Role> {
         use neardup_topology::Role;
         match self {

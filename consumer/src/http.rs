@@ -2,8 +2,9 @@
 //!
 //! - `GET /clusters?url=URL` — the cluster map (issue 5): the URL's cluster at each level it is
 //!   clustered at (`very_similar`, `virtually_identical`), with the cluster's id, size and
-//!   canonical URL, as JSON; 404 when the URL is in no cluster, 400 without `url`. The URL is a
-//!   query parameter, so encode it (`curl -G --data-urlencode url=... host:port/clusters`).
+//!   canonical URL, as JSON; 404 when the URL is in no cluster, 400 without `url`, 421 from a
+//!   split stage that holds no clusters (any but `cluster`). The URL is a query parameter, so
+//!   encode it (`curl -G --data-urlencode url=... host:port/clusters`).
 //! - `GET /healthz` — 200 while the process serves (liveness).
 //! - `GET /readyz` — 200 when partitions are assigned, their state is restored and a broker is
 //!   reachable; else 503 with what is missing (readiness).
@@ -13,6 +14,7 @@
 //! answered between two input records, so serving never locks or copies the state, and an
 //! answer reflects every record processed before it.
 
+use crate::cli::Stage;
 use crate::telemetry::Health;
 use anyhow::{Context as _, Result};
 use axum::extract::{Query, State};
@@ -60,9 +62,11 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener> {
     })
 }
 
-/// Serves the endpoints on `listener` until `shutdown` turns true.
+/// Serves the endpoints of a process running `stage` on `listener` until `shutdown` turns
+/// true.
 pub fn serve(
     listener: tokio::net::TcpListener,
+    stage: Stage,
     queries: mpsc::Sender<ClusterQuery>,
     health: Arc<Health>,
     metrics: PrometheusHandle,
@@ -92,7 +96,7 @@ pub fn serve(
             }),
         )
         .route("/clusters", get(clusters))
-        .with_state(queries);
+        .with_state((queries, stage));
     tokio::spawn(async move {
         let stop = async move {
             while !*shutdown.borrow() {
@@ -116,9 +120,17 @@ struct UrlParam {
 }
 
 async fn clusters(
-    State(queries): State<mpsc::Sender<ClusterQuery>>,
+    State((queries, stage)): State<(mpsc::Sender<ClusterQuery>, Stage)>,
     Query(p): Query<UrlParam>,
 ) -> Response {
+    if !stage.holds_clusters() {
+        // Behind a Service that spans every stage, a query may reach a pod of another stage:
+        // "not in any cluster" would be wrong.
+        return json(
+            StatusCode::MISDIRECTED_REQUEST,
+            serde_json::json!({"error": format!("this process runs --stage {}, which holds no clusters: ask the cluster stage (--stage cluster) or an all-in-one process", stage.name())}),
+        );
+    }
     let Some(url) = p.url.filter(|u| !u.is_empty()) else {
         return json(
             StatusCode::BAD_REQUEST,

@@ -97,7 +97,14 @@ fn run(args: neardup::cli::RunArgs) -> Result<()> {
                 address = %listener.local_addr()?,
                 "serving HTTP: /clusters, /healthz, /readyz, /metrics"
             );
-            http::serve(listener, queries, health.clone(), metrics, rx.clone());
+            http::serve(
+                listener,
+                args.stage,
+                queries,
+                health.clone(),
+                metrics,
+                rx.clone(),
+            );
         }
         let outcome =
             kafka::run(&(&args).into(), args.topology.config(), rx, asked, health).await?;

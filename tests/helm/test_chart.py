@@ -469,6 +469,14 @@ class ChartTest(unittest.TestCase):
                     (target,) = re.findall(r"exec (\S+) -- neardup run", notes)
                     self.assertIn(target, names)
                     self.assertEqual("internal.signed" in notes, variant in ("split", "keda", "sasl"))
+                    # in a split release, the cluster map is asked of the cluster stage
+                    forwards = re.findall(r"port-forward (\S+) ", notes)
+                    self.assertEqual(forwards[0], f"svc/{FULL}")
+                    if "internal.signed" in notes:
+                        self.assertEqual(forwards[1:], [f"statefulset/{FULL}-cluster"])
+                        self.assertIn(forwards[1], names)
+                    else:
+                        self.assertEqual(forwards[1:], [])
 
     def test_readme_documents_every_value(self):
         out = subprocess.run(
