@@ -987,7 +987,8 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
 }
 
 /// A burst of malformed records in the middle of the stream (300 in a row, every kind of defect
-/// the sample has), with neardup killed in the middle of the burst and restarted: every output of
+/// the sample has, and a page whose signature event is over the producer's size limit, which
+/// would otherwise stop the run at every restart), with neardup killed in the middle of the burst and restarted: every output of
 /// an undisturbed run is there and nothing else, repeats are identical, and each record of the
 /// burst is one dead letter with its reason and offset. The burst stays under the dead-letter
 /// guard (a share of 0.5 of the last 1,000 records), so the run goes on past it.
@@ -996,11 +997,26 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
     let s = Setup::new("burst").await;
     let mut sample = big_sample();
     let at = sample.records.len() / 2;
-    let kinds: Vec<(Vec<u8>, &str)> = sample
+    let mut kinds: Vec<(Vec<u8>, &str)> = sample
         .bad_records
         .iter()
         .map(|&(i, reason)| (sample.records[i].clone(), reason))
         .collect();
+    // And a good record (660 KB) whose signature event (3.8 MB, 60,000 out-links) is over the
+    // producer's limit: its dead letter replaces that event, and the run goes on.
+    let fetched_at = sample.records[..at]
+        .iter()
+        .rev()
+        .find_map(|r| {
+            let v: serde_json::Value = serde_json::from_slice(r).ok()?;
+            v["fetched_at"].as_str().map(str::to_owned)
+        })
+        .unwrap();
+    let links: String = (0..60_000).map(|i| format!("<a href={i}>")).collect();
+    let url = "http://links.example/a/long/directory/path/of/many/links/";
+    let links_page = serde_json::json!({"url": url, "fetched_at": fetched_at, "status": 200,
+                                        "body": links});
+    kinds.push((links_page.to_string().into_bytes(), "output_too_large"));
     let burst: Vec<(Vec<u8>, &str)> = (0..300).map(|k| kinds[k % kinds.len()].clone()).collect();
     for b in &mut sample.bad_records {
         if b.0 >= at {

@@ -45,6 +45,13 @@ pub struct TopologyArgs {
     /// Accepts a unit: `5MiB`, `512KiB`, `2MB`.
     #[arg(long, default_value = "5MiB", value_parser = parse_size, env = "NEARDUP_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
+    /// Largest output record (key and value) in bytes: a larger one (the signature event of a
+    /// page with tens of thousands of out-links) goes to the dead-letter topic as
+    /// `output_too_large` instead, so it cannot stop a run. `neardup run`'s producer takes it as
+    /// its `message.max.bytes` (unless `-X message.max.bytes` is given); keep it at most the
+    /// output topics' `max.message.bytes`. At least 512KiB (a dead letter's size).
+    #[arg(long, default_value = "1000000", value_parser = parse_size, env = "NEARDUP_MAX_OUTPUT_BYTES")]
+    pub max_output_bytes: usize,
     /// Memory for the signatures of recent fetches, by URL: a page fetched again with the same
     /// body takes them from here instead of being signed again (the outputs are the same).
     /// To help, it must hold the URLs fetched over a crawl cycle (about 6.5 KB each on the
@@ -177,6 +184,7 @@ impl TopologyArgs {
             },
             max_pairs_per_join: self.max_pairs_per_join,
             key_shards: self.key_shards,
+            max_output_bytes: self.max_output_bytes,
             mirror_stage: self.mirror_stage,
             signer: neardup_topology::signer::SignerConfig {
                 profile: self.shingle_profile,

@@ -94,6 +94,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<Size>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<Size>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pairs_per_join: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sign_cache: Option<Size>,
@@ -292,6 +294,12 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             "max_partition_skew"
         );
         overlay!(m, a.max_body_bytes, f.max_body_bytes, "max_body_bytes");
+        overlay!(
+            m,
+            a.max_output_bytes,
+            f.max_output_bytes,
+            "max_output_bytes"
+        );
         overlay!(m, a.sign_cache, f.sign_cache, "sign_cache");
         overlay!(
             m,
@@ -460,8 +468,20 @@ pub fn validate_topology(a: &TopologyArgs) -> Result<()> {
             bail!("{}: must be at least 1", name(key));
         }
     }
+    // A dead letter holds up to 64 KiB of its record, which JSON may make six times longer
+    // (control characters as \u00XX): it must always fit.
+    if a.max_output_bytes < MIN_OUTPUT_BYTES {
+        bail!(
+            "{}: {} bytes is under {MIN_OUTPUT_BYTES} (512KiB): the dead letter of an output over the limit must fit under it",
+            name("max_output_bytes"),
+            a.max_output_bytes
+        );
+    }
     Ok(())
 }
+
+/// The smallest `max_output_bytes` accepted.
+const MIN_OUTPUT_BYTES: usize = 512 * 1024;
 
 /// Start-up checks of `neardup run`.
 pub fn validate_run(a: &RunArgs) -> Result<()> {
@@ -544,6 +564,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             window: Some(Dur(t.window)),
             max_partition_skew: Some(Dur(t.max_partition_skew)),
             max_body_bytes: Some(Size(t.max_body_bytes)),
+            max_output_bytes: Some(Size(t.max_output_bytes)),
             sign_cache: Some(Size(t.sign_cache)),
             max_pairs_per_join: Some(t.max_pairs_per_join),
             key_shards: Some(t.key_shards),

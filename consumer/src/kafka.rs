@@ -367,8 +367,11 @@ pub async fn run(
     } else {
         "false"
     };
+    // An output over the topology's limit became a dead letter: the producer accepts the rest.
+    let max_output_bytes = cfg.max_output_bytes.to_string();
     let producer: FutureProducer = opts
         .client_config(&[
+            ("message.max.bytes", &max_output_bytes),
             ("acks", "all"),
             ("linger.ms", "5"),
             // The outputs are JSON, which LZ4 shrinks several times over for little CPU: the

@@ -530,11 +530,15 @@ pub enum DeadLetterReason {
     ConflictingBody,
     /// The record or its body is over the configured size limit.
     BodyTooLarge,
+    /// An output event the record caused is over the configured output size limit
+    /// (`max_output_bytes`, which a Kafka producer and topic must accept): it was not published,
+    /// and the dead letter's payload is that event, cut like any payload.
+    OutputTooLarge,
 }
 
 impl DeadLetterReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [DeadLetterReason; 12] = [
+    pub const ALL: [DeadLetterReason; 13] = [
         DeadLetterReason::InvalidUtf8,
         DeadLetterReason::NotJson,
         DeadLetterReason::NotAnObject,
@@ -547,6 +551,7 @@ impl DeadLetterReason {
         DeadLetterReason::UndecodableBody,
         DeadLetterReason::ConflictingBody,
         DeadLetterReason::BodyTooLarge,
+        DeadLetterReason::OutputTooLarge,
     ];
 
     /// The snake_case name used in events and metrics.
@@ -564,6 +569,7 @@ impl DeadLetterReason {
             DeadLetterReason::UndecodableBody => "undecodable_body",
             DeadLetterReason::ConflictingBody => "conflicting_body",
             DeadLetterReason::BodyTooLarge => "body_too_large",
+            DeadLetterReason::OutputTooLarge => "output_too_large",
         }
     }
 }
@@ -584,7 +590,8 @@ pub struct DeadLetterEvent {
     pub source: Source,
     /// Size of the original record in bytes.
     pub payload_bytes: u64,
-    /// The original record (lossy UTF-8), cut to the configured limit.
+    /// The original record (lossy UTF-8), cut to the configured limit; for `output_too_large`,
+    /// the output event that was not published.
     pub payload: String,
     /// True when `payload` was cut; the source coordinates locate the whole record.
     pub payload_truncated: bool,

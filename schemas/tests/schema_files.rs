@@ -609,6 +609,10 @@ fn dead_letter_payload(reason: DeadLetterReason) -> (&'static str, &'static str)
             "{\"url\":\"http://www.host.example/huge.html\",\"fetched_at\":\"2026-11-02T10:15:00Z\",\"status\":200,\"body\":\"<!doctype html><html><body><p>",
             "the record is 5300000 bytes, over the 4194304-byte limit",
         ),
+        OutputTooLarge => (
+            "{\"schema\":\"neardup.signatures/v1\",\"event_id\":\"ca479d9f2ba09648bb755ee81b50a7b6\",\"url\":\"http://www.host.example/sitemap.html\",\"fetched_at\":\"2026-11-02T10:15:00Z\",\"status\":200,\"params\":\"p2-a8308d3624dbb8d1\",\"content\":{\"out_links\":[\"http://www.host.example/p/1.html\",",
+            "its signatures event (key \"http://www.host.example/sitemap.html\") is 1380111 bytes, over the 1000000-byte output limit (max_output_bytes): it was not published",
+        ),
     }
 }
 
@@ -630,8 +634,12 @@ fn dead_letter_cases() -> Vec<Case> {
                 }
             };
             let (payload, detail) = dead_letter_payload(reason);
-            let truncated = reason == DeadLetterReason::BodyTooLarge;
+            let truncated = matches!(
+                reason,
+                DeadLetterReason::BodyTooLarge | DeadLetterReason::OutputTooLarge
+            );
             let payload_bytes = match reason {
+                DeadLetterReason::OutputTooLarge => 1_380_111,
                 _ if truncated => 5_300_000,
                 // The one invalid byte became U+FFFD (three bytes) in the lossy payload.
                 DeadLetterReason::InvalidUtf8 => payload.len() as u64 - 2,

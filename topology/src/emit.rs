@@ -47,6 +47,11 @@ impl Emitter {
         });
     }
 
+    /// Appends a record made already.
+    pub(crate) fn push(&mut self, record: Emit) {
+        self.records.push(record);
+    }
+
     /// The records so far.
     pub fn records(&self) -> &[Emit] {
         &self.records

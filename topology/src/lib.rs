@@ -107,6 +107,12 @@ pub struct Config {
     /// ([`Role::Shard`], [`Role::Verify`]); 0, the default, keeps them in the index stage. The
     /// pairs are the same for any number.
     pub key_shards: usize,
+    /// The largest output record (key and value, in bytes) the topology publishes: a larger
+    /// one, such as the signature event of a page with tens of thousands of out-links, becomes
+    /// an `output_too_large` dead letter instead, so that a Kafka producer and topic that
+    /// accept records this large never stop on it (default 1,000,000, librdkafka's
+    /// `message.max.bytes` and about Kafka's default `max.message.bytes`).
+    pub max_output_bytes: usize,
     /// Split stages only: mirrors and collections run in a mirror stage of their own
     /// ([`Role::Mirror`]), fed by the cluster stage, instead of in the cluster stage. The
     /// outputs are the same either way.
@@ -130,6 +136,7 @@ impl Default for Config {
             canonical: clusters::CanonicalPolicy::default(),
             hint_level: PairLevel::VerySimilar,
             key_shards: 0,
+            max_output_bytes: 1_000_000,
             mirror_stage: false,
         }
     }
@@ -535,7 +542,40 @@ impl Topology {
                 self.emitter.emit(dl);
             }
         }
+        self.dead_letter_oversized(source);
         self.drain_outputs(out);
+    }
+
+    /// Replaces every output waiting in the emitter that is over `max_output_bytes` by the
+    /// dead letter of the input record at `source` that names it (the outputs of the stages
+    /// after the index, which name a URL or two, and dead letters, cut to their payload limit,
+    /// stay far below any limit a producer accepts).
+    fn dead_letter_oversized(&mut self, source: &Source) {
+        let limit = self.cfg.max_output_bytes;
+        // A dead letter is the way out already (its payload cut to the decoding limits').
+        let over =
+            |e: &Emit| e.kind != OutputKind::DeadLetter && e.key.len() + e.value.len() > limit;
+        if !self.emitter.records().iter().any(over) {
+            return;
+        }
+        let records: Vec<Emit> = self.emitter.drain().collect();
+        for e in records {
+            if !over(&e) {
+                self.emitter.push(e);
+                continue;
+            }
+            let reason = DeadLetterReason::OutputTooLarge;
+            *self.state.stats.dead_letters.entry(reason).or_default() += 1;
+            let detail = format!(
+                "its {} event (key {:?}) is {} bytes, over the {limit}-byte output limit (max_output_bytes): it was not published; to publish such events, raise max_output_bytes and the output topic's max.message.bytes",
+                e.kind.short_name(),
+                e.key,
+                e.key.len() + e.value.len()
+            );
+            let dl =
+                DecodeError { reason, detail }.into_dead_letter(&e.value, source, &self.cfg.decode);
+            self.emitter.emit(dl);
+        }
     }
 
     /// Hands the emitted outputs to `out`, counting them.
@@ -1391,6 +1431,8 @@ pub struct SignStage {
     /// `content` (the same numbers, already written as JSON): the rest is left out of the
     /// internal record.
     keep: KeptParts,
+    /// [`Config::max_output_bytes`]: a larger record for the index stage becomes a dead letter.
+    max_output_bytes: usize,
 }
 
 /// The parts of a page's signatures the topology reads besides its signature event's content,
@@ -1446,6 +1488,7 @@ impl SignStage {
             params: cfg.params_fingerprint(),
             decode: cfg.decode.clone(),
             keep: KeptParts::of(cfg),
+            max_output_bytes: cfg.max_output_bytes,
         }
     }
 
@@ -1495,15 +1538,31 @@ impl SignStage {
                     },
                 };
                 let value = postcard::to_stdvec(&internal).expect("a signed page serializes");
-                SignOutput::Internal { key, value }
+                let size = key.len() + value.len();
+                if size <= self.max_output_bytes {
+                    return SignOutput::Internal { key, value };
+                }
+                // Its signature event would be about as large: the all-in-one topology
+                // publishes the dead letter of that instead, and indexes the page.
+                let reason = DeadLetterReason::OutputTooLarge;
+                *stats.dead_letters.entry(reason).or_default() += 1;
+                *stats.outputs.entry(OutputKind::DeadLetter).or_default() += 1;
+                let detail = format!(
+                    "its record for the index stage is {size} bytes, over the {}-byte output limit (max_output_bytes): the page was not indexed; to index such pages, raise max_output_bytes and the internal topic's max.message.bytes",
+                    self.max_output_bytes
+                );
+                self.dead_letter(DecodeError { reason, detail }, raw, source)
             }
-            Err(e) => {
-                let mut emitter = Emitter::new();
-                emitter.emit(e.into_dead_letter(raw, source, &self.decode));
-                let dead = emitter.drain().next().expect("one dead letter");
-                SignOutput::DeadLetter(dead)
-            }
+            Err(e) => self.dead_letter(e, raw, source),
         }
+    }
+
+    /// The dead letter of the input record `raw` from `source`.
+    fn dead_letter(&self, e: DecodeError, raw: &[u8], source: &Source) -> SignOutput {
+        let mut emitter = Emitter::new();
+        emitter.emit(e.into_dead_letter(raw, source, &self.decode));
+        let dead = emitter.drain().next().expect("one dead letter");
+        SignOutput::DeadLetter(dead)
     }
 }
 

@@ -162,6 +162,12 @@ fn realistic_input() -> Vec<(Vec<u8>, Option<DeadLetterReason>)> {
             b"{\"url\":\"http://bad.example/\xff\xfe\",\"fetched_at\":\"2026-11-02T10:15:00Z\",\"status\":200}",
             InvalidUtf8,
         ),
+        // a page of links whose signature event is over max_output_bytes (8 KiB here)
+        bad(
+            &fields(json!({"url": "http://links.example/a/long/directory/path/of/links/", "body":
+                (0..330).map(|i| format!("<a href={i}>")).collect::<String>()})),
+            OutputTooLarge,
+        ),
         // four days later: every entry above leaves the window (pairs retracted, clusters dissolved)
         ok(page("http://epsilon.example/", 4 * 86_400, 200, Some(b4))),
         ok(page("http://zeta.example/", 4 * 86_400 + 1, 200, Some(b4))),
@@ -175,6 +181,7 @@ fn config() -> Config {
             ..DecodeLimits::default()
         },
         window_ms: 3 * 86_400 * 1000,
+        max_output_bytes: 8 * 1024,
         ..Config::default()
     }
 }

@@ -1,0 +1,141 @@
+//! An output over `max_output_bytes` (a Kafka producer and topic refuse records over their
+//! limit, and a run that stopped on one would stop on it again after every restart) becomes an
+//! `output_too_large` dead letter that names it and carries its beginning, and nothing else
+//! changes: the page is still indexed, paired and clustered.
+
+use neardup_schemas::{OutputKind, Source};
+use neardup_topology::{Config, Emit, Preparer, SignOutput, SignStage, Topology};
+use serde_json::{json, Value};
+
+/// A page of 20,000 out-links (a sitemap-like index): about 0.9 MB of signature event.
+fn links_page(url: &str, second: u32) -> Vec<u8> {
+    let body: String = (0..20_000)
+        .map(|i| format!("<a href=/docs/section/page-{i}.html>p</a>\n"))
+        .collect();
+    json!({"url": url, "fetched_at": format!("2026-11-02T10:15:{second:02}Z"), "status": 200,
+           "body": body})
+    .to_string()
+    .into_bytes()
+}
+
+fn source(line: u64) -> Source {
+    Source::File {
+        file: "links.jsonl".into(),
+        line,
+    }
+}
+
+/// The outputs of the two copies of the links page, one topology.
+fn run(cfg: &Config) -> Vec<Emit> {
+    let mut topo = Topology::new(cfg.clone());
+    let mut out = Vec::new();
+    topo.process(
+        &links_page("http://a.example/index.html", 1),
+        &source(1),
+        &mut out,
+    );
+    topo.process(
+        &links_page("http://b.example/index.html", 2),
+        &source(2),
+        &mut out,
+    );
+    out
+}
+
+fn of_kind(out: &[Emit], kind: OutputKind) -> Vec<Value> {
+    out.iter()
+        .filter(|e| e.kind == kind)
+        .map(|e| serde_json::from_slice(&e.value).unwrap())
+        .collect()
+}
+
+#[test]
+fn an_oversized_signature_event_becomes_a_dead_letter_and_the_page_is_still_indexed() {
+    let small = Config {
+        max_output_bytes: 600_000,
+        ..Config::default()
+    };
+    let large = Config {
+        max_output_bytes: 2_000_000,
+        ..Config::default()
+    };
+    let (limited, whole) = (run(&small), run(&large));
+
+    // Under the large limit every signature event is published: they are over the small one.
+    let signatures = of_kind(&whole, OutputKind::Signatures);
+    assert_eq!(signatures.len(), 2);
+    let sizes: Vec<usize> = whole
+        .iter()
+        .filter(|e| e.kind == OutputKind::Signatures)
+        .map(|e| e.key.len() + e.value.len())
+        .collect();
+    assert!(
+        sizes.iter().all(|&n| n > 600_000 && n < 2_000_000),
+        "{sizes:?}"
+    );
+    assert!(of_kind(&whole, OutputKind::DeadLetter).is_empty());
+
+    // Under the small one, each becomes a dead letter naming it, at its input's coordinates.
+    assert!(of_kind(&limited, OutputKind::Signatures).is_empty());
+    let dead = of_kind(&limited, OutputKind::DeadLetter);
+    assert_eq!(dead.len(), 2);
+    for (i, (d, size)) in dead.iter().zip(&sizes).enumerate() {
+        assert_eq!(d["reason"], "output_too_large");
+        assert_eq!(d["source"], json!({"file": "links.jsonl", "line": i + 1}));
+        assert_eq!(
+            d["payload_bytes"],
+            *size as u64 - "http://a.example/index.html".len() as u64
+        );
+        assert_eq!(d["payload_truncated"], true);
+        let payload = d["payload"].as_str().unwrap();
+        assert!(
+            payload.starts_with("{\"schema\":\"neardup.signatures/v1\""),
+            "{payload:.80}"
+        );
+        let detail = d["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("signatures event") && detail.contains("600000-byte"),
+            "{detail}"
+        );
+    }
+    // Everything else is the same: the copies are an exact pair and a cluster either way.
+    for kind in [OutputKind::Pairs, OutputKind::Clusters, OutputKind::Recrawl] {
+        let (a, b) = (of_kind(&limited, kind), of_kind(&whole, kind));
+        assert!(!a.is_empty(), "{kind:?}");
+        assert_eq!(a, b, "{kind:?}");
+    }
+}
+
+/// The split topology's sign stage cannot send the index stage a record over the limit: the
+/// input record becomes the dead letter, and records under it pass.
+#[test]
+fn the_sign_stage_dead_letters_a_page_whose_record_is_over_the_limit() {
+    let check = |limit: usize| {
+        let cfg = Config {
+            max_output_bytes: limit,
+            ..Config::default()
+        };
+        let mut topo = Topology::new(cfg.clone());
+        let line = links_page("http://a.example/index.html", 1);
+        SignStage::new(&cfg).output(
+            Preparer::new(&cfg).prepare(&line),
+            &line,
+            &source(1),
+            &mut topo,
+        )
+    };
+    match check(600_000) {
+        SignOutput::DeadLetter(e) => {
+            let d: Value = serde_json::from_slice(&e.value).unwrap();
+            assert_eq!(d["reason"], "output_too_large");
+            // The input record, cut.
+            let line = links_page("http://a.example/index.html", 1);
+            assert_eq!(d["payload_bytes"], line.len() as u64);
+            let payload = d["payload"].as_str().unwrap();
+            assert!(line.starts_with(payload.as_bytes()), "{payload:.80}");
+            assert!(d["detail"].as_str().unwrap().contains("index stage"));
+        }
+        other => panic!("a record for the index stage: {other:?}"),
+    }
+    assert!(matches!(check(2_000_000), SignOutput::Internal { .. }));
+}
