@@ -1931,25 +1931,10 @@ async fn shutdown_is_bounded_when_the_broker_is_gone() {
 /// (No broker needed: the endpoint serves while the stage waits for the broker's metadata.)
 #[test]
 fn a_stage_without_clusters_says_where_to_ask_for_them() {
-    let port = free_port();
-    let _guard = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_neardup"))
-            .args(["run", "--brokers", "127.0.0.1:9", "--stage", "sign"])
-            .arg("--http-listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let (_guard, answer, _) = without_a_broker(
+        &["--stage", "sign"],
+        "/clusters?url=http%3A%2F%2Fa.example%2F",
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let answer = loop {
-        if let Some(a) = http_get(port, "/clusters?url=http%3A%2F%2Fa.example%2F") {
-            break a;
-        }
-        assert!(Instant::now() < deadline, "/clusters never answered");
-        std::thread::sleep(Duration::from_millis(100));
-    };
     assert_eq!(answer.0, 421, "{answer:?}");
     assert!(
         answer.1.contains("--stage sign") && answer.1.contains("--stage cluster"),
@@ -1957,13 +1942,16 @@ fn a_stage_without_clusters_says_where_to_ask_for_them() {
     );
 }
 
-#[test]
-fn readiness_says_what_is_missing_when_no_broker_answers() {
+/// `neardup run` with `args` and HTTP on a free port, against no broker (port 9, discard, on
+/// loopback: nothing listens, every connection is refused): the process, its port and the
+/// first answer to `GET path`.
+fn without_a_broker(args: &[&str], path: &str) -> (KillOnDrop, (u16, String), u16) {
     let port = free_port();
-    // Port 9 (discard) on loopback: nothing listens, every connection is refused.
-    let mut guard = KillOnDrop(
+    let guard = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_neardup"))
-            .args(["run", "--brokers", "127.0.0.1:9", "--http-listen"])
+            .args(["run", "--brokers", "127.0.0.1:9"])
+            .args(args)
+            .arg("--http-listen")
             .arg(format!("127.0.0.1:{port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -1971,13 +1959,18 @@ fn readiness_says_what_is_missing_when_no_broker_answers() {
             .unwrap(),
     );
     let deadline = Instant::now() + Duration::from_secs(30);
-    let answer = loop {
-        if let Some(a) = http_get(port, "/readyz") {
-            break a;
+    loop {
+        if let Some(a) = http_get(port, path) {
+            return (guard, a, port);
         }
-        assert!(Instant::now() < deadline, "/readyz never answered");
+        assert!(Instant::now() < deadline, "{path} never answered");
         std::thread::sleep(Duration::from_millis(100));
-    };
+    }
+}
+
+#[test]
+fn readiness_says_what_is_missing_when_no_broker_answers() {
+    let (mut guard, answer, port) = without_a_broker(&[], "/readyz");
     assert_eq!(answer.0, 503, "{answer:?}");
     assert!(answer.1.contains("no broker reachable"), "{answer:?}");
     assert!(answer.1.contains("no partitions assigned"), "{answer:?}");

@@ -265,6 +265,18 @@ struct IndexedPage {
     changes: Vec<near::PairChange>,
 }
 
+impl IndexedPage {
+    /// The fetch as the parts downstream of the pairs see it.
+    fn fetch(&self) -> DownstreamFetch<'_> {
+        DownstreamFetch {
+            url: &self.url,
+            fetched_at_ms: self.fetched_at_ms,
+            ip: self.ip.as_deref(),
+            links: self.links.as_deref().map(Links::List),
+        }
+    }
+}
+
 /// A page's record through an index stage split by key (`key_shards`): the sequencer's steps
 /// for it, passed from key shard to key shard, each adding its answers to the filings, and on
 /// to the verify stage, which verifies the steps and completes the record for the cluster
@@ -928,12 +940,7 @@ impl Topology {
         if !self.follow_indexed(&r) {
             return;
         }
-        self.fetched_downstream(&DownstreamFetch {
-            url: &r.url,
-            fetched_at_ms: r.fetched_at_ms,
-            ip: r.ip.as_deref(),
-            links: r.links.as_deref().map(Links::List),
-        });
+        self.fetched_downstream(&r.fetch());
         self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
         let mirrors_here = self.runs_mirrors();
         if mirrors_here {
@@ -960,12 +967,7 @@ impl Topology {
         if !self.follow_indexed(&r) {
             return;
         }
-        self.fetched_mirrors(&DownstreamFetch {
-            url: &r.url,
-            fetched_at_ms: r.fetched_at_ms,
-            ip: r.ip.as_deref(),
-            links: r.links.as_deref().map(Links::List),
-        });
+        self.fetched_mirrors(&r.fetch());
         self.follow_window(&r);
         let members = &mut self.state.members;
         for m in &moves {

@@ -120,6 +120,34 @@ fn two_partitions(i: usize) -> Source {
     }
 }
 
+/// `t` restarted from a checkpoint of its state now.
+fn restored(cfg: &Config, t: &Topology) -> Topology {
+    let ck = neardup_topology::checkpoint::write(t, "t", &BTreeMap::new());
+    neardup_topology::checkpoint::restore(cfg.clone(), "t", &ck)
+        .expect("restores")
+        .0
+}
+
+/// The sign stage and then the index stage on one input line: the index stage's record for the
+/// stage after it, or `None` for a line the sign stage turned into a dead letter (in `out`).
+fn sign_and_index(
+    (preparer, sign, signer): (&mut Preparer, &SignStage, &mut Topology),
+    index: &mut Topology,
+    reader: &InternalReader,
+    (line, src): (&[u8], &Source),
+    out: &mut Vec<Emit>,
+) -> Option<Vec<u8>> {
+    let value = match sign.output(preparer.prepare(line), line, src, signer) {
+        SignOutput::DeadLetter(e) => {
+            out.push(e);
+            return None;
+        }
+        SignOutput::Internal { value, .. } => value,
+    };
+    index.apply(reader.signed(&value).expect("reads back"), &[], src, out);
+    Some(index.take_indexed().expect("a record for the next stage").1)
+}
+
 /// One topology processing `lines` from [`two_partitions`], and its outputs.
 fn all_in_one(cfg: &Config, lines: &[Vec<u8>]) -> (Topology, Vec<Emit>) {
     let mut whole = Topology::new(cfg.clone());
@@ -250,33 +278,20 @@ fn a_mirror_stage_after_the_cluster_stage_gives_the_all_in_one_outputs() {
     let role = |r| Topology::with_role(cfg.clone(), r).expect("a stage");
     let (mut index, mut cluster, mut mirror) =
         (role(Role::Index), role(Role::Cluster), role(Role::Mirror));
-    let restore = |t: &Topology| {
-        let ck = neardup_topology::checkpoint::write(t, "t", &BTreeMap::new());
-        neardup_topology::checkpoint::restore(cfg.clone(), "t", &ck)
-            .expect("restores")
-            .0
-    };
     let reader = InternalReader::new(&cfg);
     // Each kind comes from one stage, so concatenating their outputs keeps each kind's order.
     let (mut before_mirror, mut from_mirror) = (Vec::new(), Vec::new());
     let mut clustered: Vec<Vec<u8>> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let value = match sign.output(preparer.prepare(line), line, &src(i), &mut signer) {
-            SignOutput::DeadLetter(e) => {
-                before_mirror.push(e);
-                continue;
-            }
-            SignOutput::Internal { value, .. } => value,
-        };
-        index.apply(
-            reader.signed(&value).expect("reads back"),
-            &[],
-            &src(i),
+        let Some(record) = sign_and_index(
+            (&mut preparer, &sign, &mut signer),
+            &mut index,
+            &reader,
+            (line, &src(i)),
             &mut before_mirror,
-        );
-        let (_, record) = index
-            .take_indexed()
-            .expect("a record for the cluster stage");
+        ) else {
+            continue;
+        };
         cluster.apply_indexed(
             reader.indexed(&record).expect("reads back"),
             &mut before_mirror,
@@ -299,8 +314,8 @@ fn a_mirror_stage_after_the_cluster_stage_gives_the_all_in_one_outputs() {
             }
         }
         if clustered.len() == 90 {
-            cluster = restore(&cluster);
-            mirror = restore(&mirror);
+            cluster = restored(&cfg, &cluster);
+            mirror = restored(&cfg, &mirror);
         }
     }
     assert!(clustered.len() > 100);
@@ -394,20 +409,15 @@ fn an_index_split_over_key_shards_gives_the_all_in_one_outputs() {
     let mut got = Vec::new();
     let (mut sequenced, mut verified): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
     for (i, line) in lines.iter().enumerate() {
-        let value = match sign.output(preparer.prepare(line), line, &src(i), &mut signer) {
-            SignOutput::DeadLetter(e) => {
-                got.push(e);
-                continue;
-            }
-            SignOutput::Internal { value, .. } => value,
-        };
-        index.apply(
-            reader.signed(&value).expect("reads back"),
-            &[],
-            &src(i),
+        let Some(mut record) = sign_and_index(
+            (&mut preparer, &sign, &mut signer),
+            &mut index,
+            &reader,
+            (line, &src(i)),
             &mut got,
-        );
-        let (_, mut record) = index.take_indexed().expect("a record for shard 0");
+        ) else {
+            continue;
+        };
         sequenced.push(record.clone());
         for p in 0..3 {
             let before = got.len();
@@ -446,12 +456,7 @@ fn an_index_split_over_key_shards_gives_the_all_in_one_outputs() {
         }
         if sequenced.len() == 70 {
             // Every part restarts from a checkpoint.
-            let restore = |t: &Topology| {
-                let ck = neardup_topology::checkpoint::write(t, "t", &BTreeMap::new());
-                neardup_topology::checkpoint::restore(cfg.clone(), "t", &ck)
-                    .expect("restores")
-                    .0
-            };
+            let restore = |t: &Topology| restored(&cfg, t);
             index = restore(&index);
             shards = [restore(&shards[0]), restore(&shards[1])];
             verify = restore(&verify);
@@ -550,8 +555,7 @@ proptest! {
                         }
                     }
                     Disturbance::Restored { at, part } if at == i => {
-                        let ck = neardup_topology::checkpoint::write(&parts[part], "t", &BTreeMap::new());
-                        parts[part] = neardup_topology::checkpoint::restore(cfg.clone(), "t", &ck).expect("restores").0;
+                        parts[part] = restored(&cfg, &parts[part]);
                     }
                     Disturbance::Repeated { at, part, n } if at == i => {
                         let from = received[part].len().saturating_sub(n);
