@@ -578,10 +578,12 @@ impl Topology {
             }
             let reason = DeadLetterReason::OutputTooLarge;
             *self.state.stats.dead_letters.entry(reason).or_default() += 1;
+            // The key is a URL or two: named in full unless it is itself the problem.
+            let key: String = e.key.chars().take(2048).collect();
             let detail = format!(
-                "its {} event (key {:?}) is {} bytes, over the {limit}-byte output limit (max_output_bytes): it was not published; to publish such events, raise max_output_bytes and the output topic's max.message.bytes",
+                "its {} event (key {key:?}{}) is {} bytes, over the {limit}-byte output limit (max_output_bytes): it was not published; to publish such events, raise max_output_bytes and the output topic's max.message.bytes",
                 e.kind.short_name(),
-                e.key,
+                if key.len() < e.key.len() { ", cut" } else { "" },
                 e.key.len() + e.value.len()
             );
             let dl =
