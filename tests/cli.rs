@@ -768,7 +768,7 @@ fn configuration_layers_file_under_environment_under_flags() {
 #[test]
 fn configuration_errors_name_the_setting() {
     let dir = tempdir("config-errors");
-    let cases: [(&str, &[&str], &[&str]); 6] = [
+    let cases: [(&str, &[&str], &[&str]); 8] = [
         (
             "brokers = \"k:1\"\n[topology]\nwindw = \"7d\"\n",
             &[],
@@ -798,6 +798,16 @@ fn configuration_errors_name_the_setting() {
             "brokers = \"k:1\"\n[kafka]\n\"no.such.property\" = \"1\"\n",
             &[],
             &["no.such.property"],
+        ),
+        (
+            "brokers = \"k:1\"\n[topology]\nmax_output_bytes = \"100KiB\"\n",
+            &[],
+            &["max_output_bytes", "dead letter"],
+        ),
+        (
+            "brokers = \"k:1\"\n[kafka]\n\"message.max.bytes\" = \"600000\"\n",
+            &[],
+            &["message.max.bytes", "max_output_bytes"],
         ),
     ];
     for (i, (text, extra, wanted)) in cases.iter().enumerate() {

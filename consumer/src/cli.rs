@@ -48,8 +48,8 @@ pub struct TopologyArgs {
     /// Largest output record (key and value) in bytes: a larger one (the signature event of a
     /// page with tens of thousands of out-links) goes to the dead-letter topic as
     /// `output_too_large` instead, so it cannot stop a run. `neardup run`'s producer takes it as
-    /// its `message.max.bytes` (unless `-X message.max.bytes` is given); keep it at most the
-    /// output topics' `max.message.bytes`. At least 512KiB (a dead letter's size).
+    /// its `message.max.bytes` (a smaller `-X message.max.bytes` is refused); keep it at most
+    /// the output topics' `max.message.bytes`. At least 512KiB (a dead letter's size).
     #[arg(long, default_value = "1000000", value_parser = parse_size, env = "NEARDUP_MAX_OUTPUT_BYTES")]
     pub max_output_bytes: usize,
     /// Memory for the signatures of recent fetches, by URL: a page fetched again with the same

@@ -526,6 +526,19 @@ pub fn validate_run(a: &RunArgs) -> Result<()> {
             a.max_dead_letter_ratio
         );
     }
+    // The producer must take every output the topology lets through.
+    if let Some((_, v)) = a.kafka.iter().rev().find(|(k, _)| k == "message.max.bytes") {
+        if v.trim()
+            .parse::<usize>()
+            .is_ok_and(|n| n < a.topology.max_output_bytes)
+        {
+            bail!(
+                "kafka property message.max.bytes = {v} is under {} = {}: outputs between the two would stop the run; lower max_output_bytes to it, or leave message.max.bytes to neardup (it takes max_output_bytes)",
+                name("max_output_bytes"),
+                a.topology.max_output_bytes
+            );
+        }
+    }
     validate_topology(&a.topology)
 }
 
