@@ -415,10 +415,6 @@ pub async fn run(
             fatal: fatal.clone(),
         })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
-    consumer
-        .subscribe(&[&opts.input_topic])
-        .with_context(|| format!("cannot subscribe to {}", opts.input_topic))?;
-    info!(topic = %opts.input_topic, group = %opts.group, brokers = %opts.brokers, "consuming");
 
     let topics = opts.output_topics();
     let cfg_for_pool = cfg.clone();
@@ -472,6 +468,13 @@ pub async fn run(
     if opts.stage == Stage::Sign {
         check_signed_partitions(&consumer, &opts.input_topic, &opts.internal_topic())?;
     }
+    // Only a stage that passed its checks joins the group: a member that joins and then exits
+    // on an error can keep the group waiting for it (tansu kept the next instance of the shard
+    // stage unassigned for minutes).
+    consumer
+        .subscribe(&[&opts.input_topic])
+        .with_context(|| format!("cannot subscribe to {}", opts.input_topic))?;
+    info!(topic = %opts.input_topic, group = %opts.group, brokers = %opts.brokers, "consuming");
     let mut checkpoint_tick = tokio::time::interval_at(
         tokio::time::Instant::now() + opts.checkpoint_interval,
         opts.checkpoint_interval,
