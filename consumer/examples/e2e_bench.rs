@@ -254,6 +254,17 @@ fn read_all(brokers: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
     out
 }
 
+/// Seconds from the first record of `topic` to its last (broker timestamps, at least 1 ms), or
+/// `None` for an empty topic.
+fn first_to_last(brokers: &str, topic: &str) -> Option<f64> {
+    let stamps: Vec<i64> = read_all(brokers, topic)
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    let (first, last) = (stamps.iter().min()?, stamps.iter().max()?);
+    Some((last - first).max(1) as f64 / 1000.0)
+}
+
 fn percentile(sorted: &[i64], p: f64) -> i64 {
     if sorted.is_empty() {
         return 0;
@@ -353,15 +364,10 @@ fn main() {
     // The same run without its start (process, consumer group join: tansu assigns partitions
     // half a session timeout after the first join) and its shutdown: the input records over
     // the time from its first signature event to its last (broker timestamps).
-    let stamps: Vec<i64> = read_all(&brokers, &format!("{}signatures", prefix("run")))
-        .into_iter()
-        .map(|(t, _)| t)
-        .collect();
-    if let (Some(first), Some(last)) = (stamps.iter().min(), stamps.iter().max()) {
-        let steady = lines.len() as f64 / ((last - first).max(1) as f64 / 1000.0);
+    if let Some(span) = first_to_last(&brokers, &format!("{}signatures", prefix("run"))) {
+        let steady = lines.len() as f64 / span;
         println!(
-            "neardup run, first output to last ({:.1} s of {secs:.1} s): {steady:.0} records/s = {:.1} % of the bare read",
-            (last - first) as f64 / 1000.0,
+            "neardup run, first output to last ({span:.1} s of {secs:.1} s): {steady:.0} records/s = {:.1} % of the bare read",
             100.0 * steady / bare
         );
     }
@@ -499,14 +505,9 @@ fn split_stages(brokers: &str, topic: &str, prefix: &str, passed: &[&str], n: us
             "--stage {stage} did not finish:\n{err}"
         );
         total_cpu += cpu;
-        let steady = output.and_then(|t| {
-            let stamps: Vec<i64> = read_all(brokers, &format!("{prefix}{t}"))
-                .into_iter()
-                .map(|(t, _)| t)
-                .collect();
-            let (first, last) = (stamps.iter().min()?, stamps.iter().max()?);
-            Some(n as f64 / ((last - first).max(1) as f64 / 1000.0))
-        });
+        let steady = output
+            .and_then(|t| first_to_last(brokers, &format!("{prefix}{t}")))
+            .map(|span| n as f64 / span);
         println!(
             "--stage {stage:<7}: {} records/s from its first internal record to its last; \
              {:.0} records/s start to exit ({secs:.1} s); CPU {cpu:.1} s; peak RSS {:.0} MiB",

@@ -625,17 +625,14 @@ pub async fn run(
             }
             let t0 = Instant::now();
             let dead_before = topo.stats().dead_letter_total();
-            match prepared {
-                Ready::Page(prepared) => topo.apply(prepared, &payload, &src, &mut out),
-                Ready::Indexed(record) => topo.apply_indexed(record, &mut out),
-                Ready::Clustered(record) => topo.apply_clustered(record, &mut out),
-                Ready::Sharded(record) => topo.apply_sharded(record, p, &mut out).map_err(|e| {
+            prepared
+                .apply(&mut topo, (&payload, &src, p), &mut out)
+                .map_err(|e| {
                     anyhow!(
                         "{e} (stopped at {}/{p} offset {o}, not committed)",
                         opts.input_topic
                     )
-                })?,
-            }
+                })?;
             process_seconds.record(t0.elapsed().as_secs_f64());
             guard
                 .record(topo.stats().dead_letter_total() > dead_before)
@@ -874,6 +871,24 @@ impl Ready {
             Ready::Page(page) => page.event_time_ms(),
             Ready::Indexed(_) | Ready::Sharded(_) | Ready::Clustered(_) => None,
         }
+    }
+
+    /// Applies the record (the input record `raw`, from `src`, partition `p`) to `topo` the
+    /// way its stage does, appending the outputs to `out`; any record for the next stage waits
+    /// in [`Topology::take_indexed`]. An error means the stages disagree about the key shards.
+    fn apply(
+        self,
+        topo: &mut Topology,
+        (raw, src, p): (&[u8], &Source, i32),
+        out: &mut Vec<Emit>,
+    ) -> Result<(), InternalRecordError> {
+        match self {
+            Ready::Page(prepared) => topo.apply(prepared, raw, src, out),
+            Ready::Indexed(record) => topo.apply_indexed(record, out),
+            Ready::Clustered(record) => topo.apply_clustered(record, out),
+            Ready::Sharded(record) => return topo.apply_sharded(record, p, out),
+        }
+        Ok(())
     }
 }
 
@@ -1433,27 +1448,16 @@ fn restore_partitions(
                 partition: p,
                 offset,
             };
-            match ready {
-                Ready::Page(prepared) => {
-                    topo.apply(prepared, &payload, &src, &mut scratch);
-                    topo.take_indexed();
-                }
-                Ready::Indexed(record) => {
-                    topo.apply_indexed(record, &mut scratch);
-                    topo.take_indexed();
-                }
-                Ready::Clustered(record) => topo.apply_clustered(record, &mut scratch),
-                Ready::Sharded(record) => {
-                    topo.apply_sharded(record, p, &mut scratch)
-                        .with_context(|| {
-                            format!(
-                                "restoring state from {}/{p} offset {offset}",
-                                opts.input_topic
-                            )
-                        })?;
-                    topo.take_indexed();
-                }
-            }
+            ready
+                .apply(topo, (&payload, &src, p), &mut scratch)
+                .with_context(|| {
+                    format!(
+                        "restoring state from {}/{p} offset {offset}",
+                        opts.input_topic
+                    )
+                })?;
+            // Its record for the next stage was sent when it was first applied.
+            topo.take_indexed();
             scratch.clear();
             n += 1;
         }
