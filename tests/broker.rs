@@ -232,6 +232,59 @@ impl Setup {
             .expect("spawn neardup")
     }
 
+    /// Runs `later` (each an instance of a stage after signing) and then `first` side by side,
+    /// each with `--exit-at-end`: each of `later` gets its partitions, and is still running
+    /// a second after (at the end of its empty input), before `first` starts; every one must
+    /// then exit 0 by itself. The logs of `later`, by their arguments joined with spaces
+    /// (without `--stage `).
+    fn side_by_side(&self, later: &[&[&str]], first: &[&str]) -> BTreeMap<String, String> {
+        let dir = std::env::temp_dir().join(format!("neardup-side-by-side-{}", self.group));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut running = Vec::new();
+        for (i, args) in later.iter().enumerate() {
+            let name = args.join(" ").replace("--stage ", "");
+            let log = dir.join(format!("{i}.log"));
+            running.push((
+                name.clone(),
+                Some(log.clone()),
+                self.spawn_logged(&[args, &["--exit-at-end"][..]].concat(), &log),
+            ));
+            let started = Instant::now();
+            while !std::fs::read_to_string(&log)
+                .unwrap()
+                .contains("partitions assigned")
+            {
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "{name} got no partitions"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        // Long enough for a stage that stopped at the end of its empty input to have stopped.
+        std::thread::sleep(Duration::from_secs(1));
+        for (name, _, c) in &mut running {
+            assert!(
+                c.try_wait().unwrap().is_none(),
+                "{name} stopped before its input came"
+            );
+        }
+        running.push((
+            first.join(" "),
+            None,
+            self.spawn(&[first, &["--exit-at-end"][..]].concat()),
+        ));
+        let mut logs = BTreeMap::new();
+        for (name, log, c) in &mut running {
+            assert!(wait_exit(c, Duration::from_secs(120)).success(), "{name}");
+            if let Some(log) = log {
+                logs.insert(name.clone(), std::fs::read_to_string(log).unwrap());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        logs
+    }
+
     /// `neardup run` with `extra` to its exit ([`finish_logged`]); its log.
     fn run_logged(&self, extra: &[&str], succeed: bool) -> String {
         let log = std::env::temp_dir().join(format!(
@@ -602,7 +655,9 @@ async fn sigterm_drains_commits_and_restart_loses_nothing() {
 /// (-> signatures, pairs, and one record per page on the second internal topic) and
 /// `--stage cluster` (-> clusters, hints, mirrors), against the broker, publish exactly what
 /// the all-in-one run publishes (the in-memory oracle, which `run_produces_exactly_the_
-/// replay_outputs` holds the all-in-one run to), kind by kind, in order.
+/// replay_outputs` holds the all-in-one run to), kind by kind, in order, when the three run
+/// side by side with `--exit-at-end` and each exits by itself once the stages before it are
+/// done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     let s = Setup::new("split").await;
@@ -612,11 +667,18 @@ async fn split_sign_index_and_cluster_stages_publish_the_all_in_one_outputs() {
     let mut early = s.spawn(&["--stage", "cluster", "--exit-at-end"]);
     assert!(!wait_exit(&mut early, Duration::from_secs(60)).success());
     s.create_internal_topics(1).await;
-    for stage in ["sign", "index", "cluster"] {
-        let mut p = s.spawn(&["--stage", stage, "--exit-at-end"]);
+    // Side by side, each with --exit-at-end, as a replay of a topic through a split topology
+    // runs: the later stages start first and are at the end of their empty inputs before the
+    // sign stage starts, and each must wait for the stages before it to finish.
+    let running = s.side_by_side(
+        &[&["--stage", "cluster"], &["--stage", "index"]],
+        &["--stage", "sign"],
+    );
+    for stage in ["cluster", "index"] {
         assert!(
-            wait_exit(&mut p, Duration::from_secs(120)).success(),
-            "--stage {stage}"
+            running[stage].contains("waits for the sign stage"),
+            "--stage {stage}:\n{}",
+            running[stage]
         );
     }
 
@@ -748,6 +810,55 @@ async fn an_index_split_over_two_key_shards_publishes_the_all_in_one_outputs() {
         b.contains("partitions assigned") && b.contains(&format!("{steps}/")),
         "the second shard instance took no key shard over:\n{b}"
     );
+}
+
+/// Every stage of DESIGN.md §3 side by side with `--exit-at-end`, as a replay of a topic through
+/// the whole split topology runs: sign, index, two shard instances, verify, cluster and mirror.
+/// The later stages start first. The shard instance started first holds partition 1 of the
+/// steps topic once the second (sorted first by client id) takes partition 0, which feeds it.
+/// Each stage exits by itself once the stages before it, and for a shard instance the shards
+/// before its own, are done, and the outputs are those of the all-in-one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_split_stage_side_by_side_exits_at_the_end_with_the_all_in_one_outputs() {
+    let s = Setup::new("sidebyside").await;
+    let sample = sample_crawl(&SampleOptions::default());
+    s.produce(&sample).await;
+    s.create_internal_topics(1).await;
+    let name = |t: &str| format!("{}internal.{t}", s.prefix);
+    let (steps, answered, clustered) = (name("steps"), name("answered"), name("clustered"));
+    s.create_topics(&[(&steps, 2), (&answered, 1), (&clustered, 1)])
+        .await;
+    let split = ["--key-shards", "2", "--mirror-stage"];
+    let stage = |name: &'static str, extra: &[&'static str]| -> Vec<&'static str> {
+        [&["--stage", name][..], &split, extra].concat()
+    };
+    let later = [
+        stage("mirror", &[]),
+        stage("cluster", &[]),
+        stage("verify", &[]),
+        stage("shard", &["-X", "client.id=zz-second"]),
+        stage("shard", &["-X", "client.id=aa-first"]),
+        stage("index", &[]),
+    ];
+    let later: Vec<&[&str]> = later.iter().map(Vec::as_slice).collect();
+    let logs = s.side_by_side(&later, &stage("sign", &[]));
+    let zz = logs
+        .iter()
+        .find(|(k, _)| k.contains("zz-second"))
+        .map(|(_, v)| v)
+        .unwrap();
+    assert!(
+        zz.contains(&format!("{steps}/1")) && zz.contains("waits for the sign stage"),
+        "{zz}"
+    );
+    let got = s.read_outputs();
+    let want = s.oracle(&sample);
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+    for kind in [OutputKind::Pairs, OutputKind::Clusters, OutputKind::Mirrors] {
+        assert!(!got[&kind].is_empty(), "{kind:?}");
+    }
 }
 
 /// Sends `records` to the two-partition input in alternating stretches of 40 records (counted

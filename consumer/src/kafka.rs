@@ -153,7 +153,7 @@ impl KafkaOptions {
 
     /// These options as the stage reads its input: each stage after signing reads the internal
     /// topic before it with a consumer group of its own (GROUP + `.` + the stage's name).
-    fn for_stage(&self) -> KafkaOptions {
+    pub(crate) fn for_stage(&self) -> KafkaOptions {
         let mut o = self.clone();
         let input = match self.stage {
             Stage::Index => Some(self.internal_topic()),
@@ -174,7 +174,7 @@ impl KafkaOptions {
         o
     }
 
-    fn client_config(&self, defaults: &[(&str, &str)]) -> ClientConfig {
+    pub(crate) fn client_config(&self, defaults: &[(&str, &str)]) -> ClientConfig {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &self.brokers);
         for (k, v) in defaults {
@@ -343,6 +343,10 @@ pub async fn run(
     mut queries: mpsc::Receiver<ClusterQuery>,
     health: Arc<Health>,
 ) -> Result<RunOutcome> {
+    // Under --exit-at-end, a stage after signing also waits for the stages before it.
+    let mut end_watch = opts
+        .exit_at_end
+        .then(|| crate::at_end::EndWatch::new(opts, cfg.key_shards, opts.client_config(&[])));
     let opts = &opts.for_stage();
     let started = Instant::now();
     // Records of several partitions are applied in event-time order (crate::merge), which
@@ -497,6 +501,10 @@ pub async fn run(
     // committed: records below `state_from` were applied and their outputs delivered here.
     let mut ahead: HashSet<i32> = HashSet::new();
     let mut tick = tokio::time::interval(opts.commit_interval);
+    // A tick that took longer than the interval (asking the broker whether the stages before
+    // this one are done, under --exit-at-end) must not be followed by a burst of ticks: the
+    // loop prefers ticks to records, and would read none meanwhile.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut out: Vec<Emit> = Vec::new();
     let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
     let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "apply");
@@ -745,7 +753,12 @@ pub async fn run(
                     assigned = assignment(&consumer)?;
                 }
                 if opts.exit_at_end && in_flight.is_empty() && preparing.is_empty() && merge.is_empty()
-                    && all_at_end(&consumer, &at_end)? {
+                    && all_at_end(&consumer, &at_end)?
+                    && end_watch.as_mut().is_none_or(|w| {
+                        let own: Vec<i32> = consumer.assignment().map(|a| a.elements().iter().map(|e| e.partition()).collect()).unwrap_or_default();
+                        // Questions to the broker, bounded: nothing else is to be done meanwhile.
+                        tokio::task::block_in_place(|| w.done(&consumer, opts.stage, &opts.input_topic, &own, &acked))
+                    }) {
                     info!("every assigned partition read to its end");
                     break;
                 }

@@ -4,6 +4,7 @@
 //! decides when it is safe to commit them (at-least-once: an input offset is committed only after
 //! every output it caused was acknowledged by the broker).
 
+pub mod at_end;
 pub mod checkpoints;
 pub mod cli;
 pub mod config;

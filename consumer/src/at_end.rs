@@ -1,0 +1,386 @@
+//! When a stage of a split topology may stop under `--exit-at-end`.
+//!
+//! A stage after signing reads an internal topic that the stages before it may still be
+//! writing: that its partitions are at their end says nothing while they run. So such a stage
+//! stops only once every stage before it, first to last, has committed its whole input (a stage
+//! commits an offset only when the outputs of the records before it are acknowledged, so its
+//! outputs are then all in the next topic, whose end is final from then on), and it has itself
+//! applied its input to that end. Checked in that order, each end is final when it is read.
+//!
+//! "To the end" is asked of the fetch path, not of the partition's listed end offset: a client
+//! that joins no group starts reading the partition at the offset in question, and the partition is at
+//! its end there if the broker answers with its end, not with a record. (tansu 0.6.0 lists a
+//! partition's end as the start of its last batch, plus one; its fetches are exact.) A
+//! partition with no committed offset is read from its start, so an empty one is done.
+//! Another group's committed offsets are read with a client of that group that never joins
+//! it. The sign and all-in-one stages read the input itself and keep the plain rule: stop
+//! once every assigned partition is at its end.
+
+use crate::cli::Stage;
+use crate::kafka::KafkaOptions;
+use anyhow::{anyhow, Context as _, Result};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+use tracing::{debug, info};
+
+/// Bound on each question to the broker (a question unanswered in time means "not yet").
+const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A stage before this one, as the consumer group and topic it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Feeder {
+    /// The stage's name.
+    pub stage: &'static str,
+    /// Its consumer group.
+    pub group: String,
+    /// Its input topic.
+    pub topic: String,
+}
+
+/// The stage that writes `stage`'s input topic (`None` for the stages that read the input).
+pub fn feeder_of(stage: Stage, key_shards: usize) -> Option<Stage> {
+    match stage {
+        Stage::All | Stage::Sign => None,
+        Stage::Index => Some(Stage::Sign),
+        // Shard i reads partition i, which the index stage (i = 0) or shard i - 1 writes: the
+        // index stage comes first, and the lower partitions are checked with the stage's own.
+        Stage::Shard => Some(Stage::Index),
+        Stage::Verify => Some(Stage::Shard),
+        Stage::Cluster if key_shards > 0 => Some(Stage::Verify),
+        Stage::Cluster => Some(Stage::Index),
+        Stage::Mirror => Some(Stage::Cluster),
+    }
+}
+
+/// Every stage before `opts.stage` (given as the user gave them, before
+/// [`KafkaOptions::for_stage`]), first to last.
+pub fn feeders(opts: &KafkaOptions, key_shards: usize) -> Vec<Feeder> {
+    let mut chain = Vec::new();
+    let mut at = opts.stage;
+    while let Some(up) = feeder_of(at, key_shards) {
+        let mut o = opts.clone();
+        o.stage = up;
+        let o = o.for_stage();
+        chain.push(Feeder {
+            stage: up.name(),
+            group: o.group,
+            topic: o.input_topic,
+        });
+        at = up;
+    }
+    chain.reverse();
+    chain
+}
+
+/// Whether every stage before this one is done; asked again on each tick at the end.
+pub struct EndWatch {
+    chain: Vec<Feeder>,
+    /// Clients reading other groups' committed offsets, by group (made when first needed).
+    clients: HashMap<String, BaseConsumer<Quiet>>,
+    /// Clients of no group reading where a topic ends, by topic.
+    probes: HashMap<String, BaseConsumer<Quiet>>,
+    /// The client configuration, for those.
+    config: rdkafka::ClientConfig,
+    /// What the stage last said it waits for (said again only when it changes).
+    said: Option<String>,
+}
+
+impl EndWatch {
+    /// For the stage `opts.stage` (options as the user gave them); `config` is the consumer's
+    /// client configuration (brokers, security), to which each group id is added.
+    pub fn new(opts: &KafkaOptions, key_shards: usize, config: rdkafka::ClientConfig) -> Self {
+        EndWatch {
+            chain: feeders(opts, key_shards),
+            clients: HashMap::new(),
+            probes: HashMap::new(),
+            config,
+            said: None,
+        }
+    }
+
+    /// Whether the stage has applied all it will be given: every stage before it committed
+    /// its whole input, then each of `own` (this stage's assigned partitions of `topic`) is
+    /// applied to its end (`applied`: per partition, the offset after the last record applied
+    /// and acknowledged). A shard stage also waits for the lower partitions of its topic, which
+    /// feed its own, to be committed by its group. Always true without stages before it.
+    pub fn done<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
+        &mut self,
+        consumer: &C,
+        stage: Stage,
+        topic: &str,
+        own: &[i32],
+        applied: &BTreeMap<i32, i64>,
+    ) -> bool {
+        if self.chain.is_empty() {
+            return true;
+        }
+        match self.first_unfinished(consumer, stage, topic, own, applied) {
+            Ok(None) => true,
+            Ok(Some(what)) => {
+                self.say(format!("at the end of its input, the stage waits for {what} before exiting (--exit-at-end)"));
+                false
+            }
+            Err(e) => {
+                self.say(format!("at the end of its input, the stage cannot tell yet whether the stages before it are done ({e}); asking again"));
+                false
+            }
+        }
+    }
+
+    /// Logs `what`, unless it was the last thing said.
+    fn say(&mut self, what: String) {
+        if self.said.as_ref() != Some(&what) {
+            info!("{what}");
+            self.said = Some(what);
+        }
+    }
+
+    fn first_unfinished<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
+        &mut self,
+        consumer: &C,
+        stage: Stage,
+        topic: &str,
+        own: &[i32],
+        applied: &BTreeMap<i32, i64>,
+    ) -> std::result::Result<Option<String>, String> {
+        let err = |e: anyhow::Error| format!("{e:#}");
+        let chain = self.chain.clone();
+        for f in &chain {
+            let partitions = partitions_of(consumer, &f.topic).map_err(err)?;
+            let committed =
+                committed_by(self.client(&f.group).map_err(err)?, &f.topic, &partitions)
+                    .with_context(|| format!("cannot read group {}'s committed offsets", f.group))
+                    .map_err(err)?;
+            for p in partitions {
+                let at = committed.get(&p).copied();
+                if let Some(next) = self.next_record(&f.topic, p, at).map_err(err)? {
+                    return Ok(Some(format!(
+                        "the {} stage (group {}) to finish {}/{p} (committed: {at:?}; a record at {next})",
+                        f.stage, f.group, f.topic
+                    )));
+                }
+            }
+        }
+        let Some(&top) = own.iter().max() else {
+            return Ok(Some(format!("partitions of {topic}")));
+        };
+        // The lower partitions a shard stage's own depend on, held by other instances.
+        let others: Vec<i32> = if stage == Stage::Shard {
+            (0..top).filter(|p| !own.contains(p)).collect()
+        } else {
+            Vec::new()
+        };
+        // Where the group stands: for the other instances' partitions, and for this
+        // instance's that it has applied nothing of in this run (it resumed at the commit).
+        let ask: Vec<i32> = own
+            .iter()
+            .filter(|p| !applied.contains_key(p))
+            .chain(&others)
+            .copied()
+            .collect();
+        let group_committed = committed_by(consumer, topic, &ask).map_err(err)?;
+        let mut order: Vec<i32> = own.iter().chain(&others).copied().collect();
+        order.sort_unstable();
+        for p in order {
+            let at = applied
+                .get(&p)
+                .filter(|_| own.contains(&p))
+                .or(group_committed.get(&p))
+                .copied();
+            if let Some(next) = self.next_record(topic, p, at).map_err(err)? {
+                return Ok(Some(if own.contains(&p) {
+                    format!("the records of {topic}/{p} still on their way (applied to: {at:?}; a record at {next})")
+                } else {
+                    format!("another instance of this stage to finish {topic}/{p} (committed: {at:?}; a record at {next})")
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The offset of the first record of `topic`/`p` at or after `offset` (`None`: its start),
+    /// or `None` if the partition ends there, as a fetch from there says.
+    fn next_record(&mut self, topic: &str, p: i32, offset: Option<i64>) -> Result<Option<i64>> {
+        let probe = match self.probes.entry(topic.to_string()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let mut c = self.config.clone();
+                // librdkafka assigns partitions only to a consumer with a group id; this one
+                // neither joins nor commits.
+                c.set("group.id", "neardup-end-probe")
+                    .set("enable.partition.eof", "true")
+                    .set("enable.auto.commit", "false")
+                    .set("fetch.wait.max.ms", "10")
+                    .set("max.partition.fetch.bytes", "1024")
+                    .set("queued.min.messages", "1");
+                e.insert(
+                    c.create_with_context(Quiet)
+                        .context("cannot create a client to read the end of a topic")?,
+                )
+            }
+        };
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, p, offset.map_or(Offset::Beginning, Offset::Offset))?;
+        // A new assignment discards what the previous one fetched (librdkafka versions them).
+        probe
+            .assign(&tpl)
+            .with_context(|| format!("cannot read {topic}/{p}"))?;
+        let deadline = Instant::now() + ASK_TIMEOUT;
+        let answer = loop {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break Err(anyhow!("no answer from {topic}/{p} in {ASK_TIMEOUT:?}"));
+            };
+            match probe.poll(left) {
+                Some(Err(KafkaError::PartitionEOF(q))) if q == p => break Ok(None),
+                Some(Ok(m)) if m.partition() == p => break Ok(Some(m.offset())),
+                Some(Ok(_) | Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => break Err(anyhow!("reading {topic}/{p}: {e}")),
+                None => {}
+            }
+        };
+        probe
+            .unassign()
+            .with_context(|| format!("cannot stop reading {topic}/{p}"))?;
+        answer
+    }
+
+    fn client(&mut self, group: &str) -> Result<&BaseConsumer<Quiet>> {
+        if !self.clients.contains_key(group) {
+            let mut c = self.config.clone();
+            c.set("group.id", group).set("enable.auto.commit", "false");
+            let client = c.create_with_context(Quiet).with_context(|| {
+                format!("cannot create a client to read group {group}'s offsets")
+            })?;
+            self.clients.insert(group.to_string(), client);
+        }
+        Ok(&self.clients[group])
+    }
+}
+
+/// The context of the clients that read other groups' offsets and where topics end: the end of a partition is what they look for, and any other trouble
+/// shows in the answer (or in the stage's own consumer), so librdkafka's errors are not
+/// logged above debug.
+pub struct Quiet;
+
+impl rdkafka::ClientContext for Quiet {
+    fn error(&self, error: KafkaError, reason: &str) {
+        debug!(error = %error, reason, "librdkafka error (reading where a topic ends)");
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Quiet {}
+
+fn partitions_of<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
+    consumer: &C,
+    topic: &str,
+) -> Result<Vec<i32>> {
+    let md = consumer
+        .fetch_metadata(Some(topic), ASK_TIMEOUT)
+        .with_context(|| format!("no metadata for {topic}"))?;
+    let ps: Vec<i32> = md
+        .topics()
+        .iter()
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    anyhow::ensure!(
+        !ps.is_empty(),
+        "the topic {topic}, which does not exist yet"
+    );
+    Ok(ps)
+}
+
+/// The committed offsets of `partitions` of `topic`, of `consumer`'s group.
+fn committed_by<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
+    consumer: &C,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, i64>> {
+    if partitions.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let mut tpl = TopicPartitionList::new();
+    for &p in partitions {
+        tpl.add_partition(topic, p);
+    }
+    let got = consumer
+        .committed_offsets(tpl, ASK_TIMEOUT)
+        .with_context(|| format!("no committed offsets for {topic}"))?;
+    Ok(got
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some((e.partition(), o)),
+            _ => None,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(stage: Stage) -> KafkaOptions {
+        KafkaOptions {
+            brokers: String::new(),
+            group: "g".into(),
+            input_topic: "pages".into(),
+            output_prefix: "p.".into(),
+            kafka: vec![],
+            exit_at_end: true,
+            commit_interval: Duration::from_secs(1),
+            max_in_flight: 1,
+            drain_timeout: Duration::from_secs(1),
+            partition_wait: Duration::from_secs(1),
+            checkpoint_dir: None,
+            checkpoint_interval: Duration::from_secs(1),
+            stage,
+            max_dead_letter_ratio: 0.5,
+            dead_letter_window: 1,
+            sign_cache: 0,
+        }
+    }
+
+    fn chain(stage: Stage, key_shards: usize) -> Vec<(&'static str, String, String)> {
+        feeders(&opts(stage), key_shards)
+            .into_iter()
+            .map(|f| (f.stage, f.group, f.topic))
+            .collect()
+    }
+
+    #[test]
+    fn each_stage_waits_for_every_stage_before_it_in_order() {
+        let f = |s: &'static str, g: &str, t: &str| (s, g.to_string(), t.to_string());
+        assert!(chain(Stage::All, 0).is_empty());
+        assert!(chain(Stage::Sign, 2).is_empty());
+        assert_eq!(chain(Stage::Index, 0), [f("sign", "g", "pages")]);
+        let to_index = [
+            f("sign", "g", "pages"),
+            f("index", "g.index", "p.internal.signed"),
+        ];
+        assert_eq!(chain(Stage::Cluster, 0), to_index);
+        assert_eq!(chain(Stage::Shard, 2), to_index);
+        let to_verify = [
+            f("sign", "g", "pages"),
+            f("index", "g.index", "p.internal.signed"),
+            f("shard", "g.shard", "p.internal.steps"),
+        ];
+        assert_eq!(chain(Stage::Verify, 2), to_verify);
+        let mut to_mirror = to_verify.to_vec();
+        to_mirror.push(f("verify", "g.verify", "p.internal.answered"));
+        to_mirror.push(f("cluster", "g.cluster", "p.internal.indexed"));
+        assert_eq!(chain(Stage::Mirror, 2), to_mirror);
+        assert_eq!(
+            chain(Stage::Mirror, 0),
+            [
+                f("sign", "g", "pages"),
+                f("index", "g.index", "p.internal.signed"),
+                f("cluster", "g.cluster", "p.internal.indexed"),
+            ]
+        );
+    }
+}
