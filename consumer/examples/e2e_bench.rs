@@ -34,6 +34,11 @@
 //! its first internal record to its last (the mirror stage publishes too few records for that:
 //! start to exit) and its CPU time, against the all-in-one run's.
 //!
+//! `--split-side-by-side` replaces step 4 too: the same four stages started at once, each with
+//! `--exit-at-end`, as a replay through a split topology runs: records per second from the sign
+//! stage's first internal record to the last the cluster stage passes on, and from the start to
+//! the last stage's exit, against the bare read; each stage's CPU time and peak RSS.
+//!
 //! The ratio of 3 to 2 is issue 7's bar (at least 50 %); the machine is shared, so compare the
 //! ratio, not the absolute rates.
 
@@ -388,6 +393,16 @@ fn main() {
             cpu,
         );
     }
+    if args.iter().any(|a| a == "--split-side-by-side") {
+        return split_side_by_side(
+            &brokers,
+            &topic,
+            &prefix("split"),
+            &passed,
+            lines.len(),
+            (bare, cpu),
+        );
+    }
 
     // Latency: a live run, fed at half the measured rate.
     let n = latency_n.min(lines.len());
@@ -518,6 +533,74 @@ fn split_stages(brokers: &str, topic: &str, prefix: &str, passed: &[&str], n: us
     }
     println!(
         "split stages' CPU time together {total_cpu:.1} s, against {all_cpu:.1} s all-in-one ({:.2}x)",
+        total_cpu / all_cpu
+    );
+}
+
+/// `--split-side-by-side`: the four split stages started at once on `topic` (`n` records), each
+/// with `--exit-at-end`, as a replay of a topic through a split topology runs on this machine;
+/// `bare` is the bare read's rate, `all_cpu` the all-in-one run's CPU time.
+fn split_side_by_side(
+    brokers: &str,
+    topic: &str,
+    prefix: &str,
+    passed: &[&str],
+    n: usize,
+    (bare, all_cpu): (f64, f64),
+) {
+    let started = Instant::now();
+    let runs: Vec<_> = ["mirror", "cluster", "index", "sign"]
+        .into_iter()
+        .map(|stage| {
+            let args: Vec<String> = ["--stage", stage, "--mirror-stage", "--exit-at-end"]
+                .into_iter()
+                .chain(passed.iter().copied())
+                .map(String::from)
+                .collect();
+            let (brokers, topic, prefix) =
+                (brokers.to_owned(), topic.to_owned(), prefix.to_owned());
+            let run = std::thread::spawn(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                neardup(&brokers, &topic, &prefix, &args, None)
+            });
+            (stage, run)
+        })
+        .collect();
+    let mut total_cpu = 0.0;
+    for (stage, run) in runs {
+        let (secs, peak_kib, err, cpu) = run.join().expect("a stage's monitor");
+        assert!(
+            err.contains("neardup summary"),
+            "--stage {stage} did not finish:\n{err}"
+        );
+        total_cpu += cpu;
+        println!(
+            "  --stage {stage:<7}: exited after {secs:.1} s; CPU {cpu:.1} s; peak RSS {:.0} MiB",
+            peak_kib as f64 / 1024.0
+        );
+    }
+    let secs = started.elapsed().as_secs_f64();
+    // From the sign stage's first record to the last record the cluster stage passed on.
+    let stamps = |t: &str| -> Vec<i64> {
+        read_all(brokers, &format!("{prefix}{t}"))
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect()
+    };
+    let first = stamps("internal.signed").into_iter().min();
+    let last = stamps("internal.clustered").into_iter().max();
+    if let (Some(first), Some(last)) = (first, last) {
+        let span = (last - first).max(1) as f64 / 1000.0;
+        println!(
+            "split stages side by side, first signed record to last clustered ({span:.1} s of {secs:.1} s): {:.0} records/s = {:.1} % of the bare read",
+            n as f64 / span,
+            100.0 * n as f64 / span / bare
+        );
+    }
+    println!(
+        "split stages side by side, start to the last exit: {:.0} records/s = {:.1} % of the bare read; CPU time together {total_cpu:.1} s, against {all_cpu:.1} s all-in-one ({:.2}x)",
+        n as f64 / secs,
+        100.0 * n as f64 / secs / bare,
         total_cpu / all_cpu
     );
 }
