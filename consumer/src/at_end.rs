@@ -156,14 +156,18 @@ impl EndWatch {
                 committed_by(self.client(&f.group).map_err(err)?, &f.topic, &partitions)
                     .with_context(|| format!("cannot read group {}'s committed offsets", f.group))
                     .map_err(err)?;
-            for p in partitions {
-                let at = committed.get(&p).copied();
-                if let Some(next) = self.next_record(&f.topic, p, at).map_err(err)? {
-                    return Ok(Some(format!(
-                        "the {} stage (group {}) to finish {}/{p} (committed: {at:?}; a record at {next})",
-                        f.stage, f.group, f.topic
-                    )));
-                }
+            let from: Vec<(i32, Option<i64>)> = partitions
+                .iter()
+                .map(|&p| (p, committed.get(&p).copied()))
+                .collect();
+            if let Some((p, next)) = self.next_record(&f.topic, &from).map_err(err)? {
+                return Ok(Some(format!(
+                    "the {} stage (group {}) to finish {}/{p} (committed: {:?}; a record at {next})",
+                    f.stage,
+                    f.group,
+                    f.topic,
+                    committed.get(&p)
+                )));
             }
         }
         let Some(&top) = own.iter().max() else {
@@ -184,28 +188,30 @@ impl EndWatch {
             .copied()
             .collect();
         let group_committed = committed_by(consumer, topic, &ask).map_err(err)?;
-        let mut order: Vec<i32> = own.iter().chain(&others).copied().collect();
-        order.sort_unstable();
-        for p in order {
-            let at = applied
-                .get(&p)
-                .filter(|_| own.contains(&p))
-                .or(group_committed.get(&p))
-                .copied();
-            if let Some(next) = self.next_record(topic, p, at).map_err(err)? {
-                return Ok(Some(if own.contains(&p) {
-                    format!("the records of {topic}/{p} still on their way (applied to: {at:?}; a record at {next})")
-                } else {
-                    format!("another instance of this stage to finish {topic}/{p} (committed: {at:?}; a record at {next})")
-                }));
+        // Read after the committed offsets, so an end another instance committed is final.
+        let from: Vec<(i32, Option<i64>)> = own
+            .iter()
+            .map(|p| (*p, applied.get(p).or(group_committed.get(p)).copied()))
+            .chain(others.iter().map(|p| (*p, group_committed.get(p).copied())))
+            .collect();
+        Ok(self.next_record(topic, &from).map_err(err)?.map(|(p, next)| {
+            let at = from.iter().find(|f| f.0 == p).and_then(|f| f.1);
+            if own.contains(&p) {
+                format!("the records of {topic}/{p} still on their way (applied to: {at:?}; a record at {next})")
+            } else {
+                format!("another instance of this stage to finish {topic}/{p} (committed: {at:?}; a record at {next})")
             }
-        }
-        Ok(None)
+        }))
     }
 
-    /// The offset of the first record of `topic`/`p` at or after `offset` (`None`: its start),
-    /// or `None` if the partition ends there, as a fetch from there says.
-    fn next_record(&mut self, topic: &str, p: i32, offset: Option<i64>) -> Result<Option<i64>> {
+    /// A partition of `topic` with a record at or after its offset in `from` (`None`: the
+    /// partition's start), and that record's offset; `None` if every one ends there, as
+    /// fetches from there say (all partitions at once).
+    fn next_record(
+        &mut self,
+        topic: &str,
+        from: &[(i32, Option<i64>)],
+    ) -> Result<Option<(i32, i64)>> {
         let probe = match self.probes.entry(topic.to_string()) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
@@ -225,27 +231,37 @@ impl EndWatch {
             }
         };
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, p, offset.map_or(Offset::Beginning, Offset::Offset))?;
+        for &(p, offset) in from {
+            tpl.add_partition_offset(topic, p, offset.map_or(Offset::Beginning, Offset::Offset))?;
+        }
         // A new assignment discards what the previous one fetched (librdkafka versions them).
         probe
             .assign(&tpl)
-            .with_context(|| format!("cannot read {topic}/{p}"))?;
+            .with_context(|| format!("cannot read {topic}"))?;
+        let mut at_end: Vec<i32> = Vec::new();
         let deadline = Instant::now() + ASK_TIMEOUT;
         let answer = loop {
+            if from.iter().all(|(p, _)| at_end.contains(p)) {
+                break Ok(None);
+            }
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                break Err(anyhow!("no answer from {topic}/{p} in {ASK_TIMEOUT:?}"));
+                break Err(anyhow!("no answer from {topic} in {ASK_TIMEOUT:?}"));
             };
             match probe.poll(left) {
-                Some(Err(KafkaError::PartitionEOF(q))) if q == p => break Ok(None),
-                Some(Ok(m)) if m.partition() == p => break Ok(Some(m.offset())),
-                Some(Ok(_) | Err(KafkaError::PartitionEOF(_))) => {}
-                Some(Err(e)) => break Err(anyhow!("reading {topic}/{p}: {e}")),
+                Some(Err(KafkaError::PartitionEOF(p))) => at_end.push(p),
+                Some(Ok(m)) => {
+                    let asked = from.iter().find(|f| f.0 == m.partition());
+                    if asked.is_some_and(|f| f.1.is_none_or(|o| m.offset() >= o)) {
+                        break Ok(Some((m.partition(), m.offset())));
+                    }
+                }
+                Some(Err(e)) => break Err(anyhow!("reading {topic}: {e}")),
                 None => {}
             }
         };
         probe
             .unassign()
-            .with_context(|| format!("cannot stop reading {topic}/{p}"))?;
+            .with_context(|| format!("cannot stop reading {topic}"))?;
         answer
     }
 
