@@ -247,7 +247,8 @@ impl Setup {
             running.push((
                 name.clone(),
                 Some(log.clone()),
-                self.spawn_logged(&[args, &["--exit-at-end"][..]].concat(), &log),
+                // Killed on the way out if the test fails, so it does not outlive the test.
+                KillOnDrop(self.spawn_logged(&[args, &["--exit-at-end"][..]].concat(), &log)),
             ));
             let started = Instant::now();
             while !std::fs::read_to_string(&log)
@@ -265,18 +266,21 @@ impl Setup {
         std::thread::sleep(Duration::from_secs(1));
         for (name, _, c) in &mut running {
             assert!(
-                c.try_wait().unwrap().is_none(),
+                c.0.try_wait().unwrap().is_none(),
                 "{name} stopped before its input came"
             );
         }
         running.push((
             first.join(" "),
             None,
-            self.spawn(&[first, &["--exit-at-end"][..]].concat()),
+            KillOnDrop(self.spawn(&[first, &["--exit-at-end"][..]].concat())),
         ));
         let mut logs = BTreeMap::new();
         for (name, log, c) in &mut running {
-            assert!(wait_exit(c, Duration::from_secs(120)).success(), "{name}");
+            assert!(
+                wait_exit(&mut c.0, Duration::from_secs(120)).success(),
+                "{name}"
+            );
             if let Some(log) = log {
                 logs.insert(name.clone(), std::fs::read_to_string(log).unwrap());
             }
