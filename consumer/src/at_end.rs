@@ -86,7 +86,7 @@ pub struct EndWatch {
     probes: HashMap<String, BaseConsumer<Quiet>>,
     /// The client configuration, for those.
     config: rdkafka::ClientConfig,
-    /// What the stage last said it waits for (said again only when it changes).
+    /// What the stage last said it waits for, without offsets (said again when it changes).
     said: Option<String>,
 }
 
@@ -132,11 +132,13 @@ impl EndWatch {
         }
     }
 
-    /// Logs `what`, unless it was the last thing said.
+    /// Logs `what`, unless it was the last thing said but for the offsets in parentheses
+    /// (which move on every tick while the stage before works).
     fn say(&mut self, what: String) {
-        if self.said.as_ref() != Some(&what) {
+        let gist = what.split(" (").next().unwrap_or_default().to_string();
+        if self.said.as_ref() != Some(&gist) {
             info!("{what}");
-            self.said = Some(what);
+            self.said = Some(gist);
         }
     }
 

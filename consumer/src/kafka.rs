@@ -377,7 +377,16 @@ pub async fn run(
         .client_config(&[
             ("message.max.bytes", &max_output_bytes),
             ("acks", "all"),
-            ("linger.ms", "5"),
+            // A split stage after another one is fed a few records at a time, and each small
+            // batch woke librdkafka's broker thread: with 5 ms, the four stages side by side on
+            // the bench's medium stream spent 25-27 s of CPU, two thirds of the index stage's in
+            // that thread; with 25 ms, 18-20 s (10 ms: 22 s; 50 ms: 17 s), for at most 25 ms
+            // more per hop. The all-in-one process, fed in large batches, showed no difference
+            // and keeps 5 ms for its latency. `-X linger.ms` overrides either.
+            (
+                "linger.ms",
+                if opts.stage == Stage::All { "5" } else { "25" },
+            ),
             // The outputs are JSON, which LZ4 shrinks several times over for little CPU: the
             // broker receives, stores and serves a fraction of the bytes (on the bench's medium
             // stream against tansu, neardup's median rate rose from 9,903 to 10,892 records/s
