@@ -655,6 +655,31 @@ async fn sigterm_drains_commits_and_restart_loses_nothing() {
     interrupted_run("term", "-TERM").await;
 }
 
+/// `--exit-at-end` on an input topic that does not exist stops at once, saying so, instead of
+/// waiting for the topic to appear.
+#[test]
+fn exit_at_end_on_a_missing_input_topic_stops_with_the_reason() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["run", "--brokers", &brokers(), "--exit-at-end"])
+        .args([
+            "--group",
+            "missing-input",
+            "--input-topic",
+            "neardup-test-no-such-topic",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(!wait_exit(&mut child, Duration::from_secs(60)).success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains("the input topic neardup-test-no-such-topic does not exist"),
+        "{err}"
+    );
+}
+
 /// The split topology: `--stage sign` (input -> internal topic, dead letters), `--stage index`
 /// (-> signatures, pairs, and one record per page on the second internal topic) and
 /// `--stage cluster` (-> clusters, hints, mirrors), against the broker, publish exactly what

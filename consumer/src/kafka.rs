@@ -481,6 +481,17 @@ pub async fn run(
     if opts.stage == Stage::Sign {
         check_signed_partitions(&consumer, &opts.input_topic, &opts.internal_topic())?;
     }
+    // A run that stops at the end of its input has nothing to wait for if there is none (a run
+    // without --exit-at-end waits, with librdkafka's warning, for the topic to appear).
+    if opts.stage == Stage::All
+        && opts.exit_at_end
+        && partition_count(&consumer, &opts.input_topic)? == 0
+    {
+        bail!(
+            "the input topic {} does not exist (or its metadata cannot be read), so --exit-at-end has nothing to read: check --input-topic and --brokers",
+            opts.input_topic
+        );
+    }
     // Only a stage that passed its checks joins the group: a member that joins and then exits
     // on an error can keep the group waiting for it (tansu kept the next instance of the shard
     // stage unassigned for minutes).
