@@ -77,6 +77,19 @@ pub fn feeders(opts: &KafkaOptions, key_shards: usize) -> Vec<Feeder> {
     chain
 }
 
+/// Where a stage stands in its own input.
+#[derive(Clone, Copy)]
+pub struct Standing<'a> {
+    /// The stage.
+    pub stage: Stage,
+    /// Its input topic.
+    pub topic: &'a str,
+    /// The partitions of it assigned to this instance.
+    pub own: &'a [i32],
+    /// Per partition, the offset after the last record applied and acknowledged.
+    pub applied: &'a BTreeMap<i32, i64>,
+}
+
 /// Whether every stage before this one is done; asked again on each tick at the end.
 pub struct EndWatch {
     chain: Vec<Feeder>,
@@ -104,22 +117,18 @@ impl EndWatch {
     }
 
     /// Whether the stage has applied all it will be given: every stage before it committed
-    /// its whole input, then each of `own` (this stage's assigned partitions of `topic`) is
-    /// applied to its end (`applied`: per partition, the offset after the last record applied
-    /// and acknowledged). A shard stage also waits for the lower partitions of its topic, which
+    /// its whole input, then each of its own partitions is applied to its end (see
+    /// [`Standing`]). A shard stage also waits for the lower partitions of its topic, which
     /// feed its own, to be committed by its group. Always true without stages before it.
     pub fn done<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
         &mut self,
         consumer: &C,
-        stage: Stage,
-        topic: &str,
-        own: &[i32],
-        applied: &BTreeMap<i32, i64>,
+        at: &Standing<'_>,
     ) -> bool {
         if self.chain.is_empty() {
             return true;
         }
-        match self.first_unfinished(consumer, stage, topic, own, applied) {
+        match self.first_unfinished(consumer, at) {
             Ok(None) => true,
             Ok(Some(what)) => {
                 self.say(format!("at the end of its input, the stage waits for {what} before exiting (--exit-at-end)"));
@@ -145,11 +154,14 @@ impl EndWatch {
     fn first_unfinished<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
         &mut self,
         consumer: &C,
-        stage: Stage,
-        topic: &str,
-        own: &[i32],
-        applied: &BTreeMap<i32, i64>,
+        at: &Standing<'_>,
     ) -> std::result::Result<Option<String>, String> {
+        let Standing {
+            stage,
+            topic,
+            own,
+            applied,
+        } = *at;
         let err = |e: anyhow::Error| format!("{e:#}");
         let chain = self.chain.clone();
         for f in &chain {

@@ -777,7 +777,12 @@ pub async fn run(
                     && end_watch.as_mut().is_none_or(|w| {
                         let own: Vec<i32> = consumer.assignment().map(|a| a.elements().iter().map(|e| e.partition()).collect()).unwrap_or_default();
                         // Questions to the broker, bounded: nothing else is to be done meanwhile.
-                        tokio::task::block_in_place(|| w.done(&consumer, opts.stage, &opts.input_topic, &own, &acked))
+                        tokio::task::block_in_place(|| w.done(&consumer, &crate::at_end::Standing {
+                            stage: opts.stage,
+                            topic: &opts.input_topic,
+                            own: &own,
+                            applied: &acked,
+                        }))
                     }) {
                     info!("every assigned partition read to its end");
                     break;
