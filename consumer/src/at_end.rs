@@ -24,7 +24,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 use tracing::{debug, info};
 
@@ -77,21 +77,11 @@ pub fn feeders(opts: &KafkaOptions, key_shards: usize) -> Vec<Feeder> {
     chain
 }
 
-/// Where a stage stands in its own input.
-#[derive(Clone, Copy)]
-pub struct Standing<'a> {
-    /// The stage.
-    pub stage: Stage,
-    /// Its input topic.
-    pub topic: &'a str,
-    /// The partitions of it assigned to this instance.
-    pub own: &'a [i32],
-    /// Per partition, the offset after the last record applied and acknowledged.
-    pub applied: &'a BTreeMap<i32, i64>,
-}
-
 /// Whether every stage before this one is done; asked again on each tick at the end.
 pub struct EndWatch {
+    /// The stage, and the topic it reads.
+    stage: Stage,
+    topic: String,
     chain: Vec<Feeder>,
     /// Clients reading other groups' committed offsets, by group (made when first needed).
     clients: HashMap<String, BaseConsumer<Quiet>>,
@@ -104,31 +94,34 @@ pub struct EndWatch {
 }
 
 impl EndWatch {
-    /// For the stage `opts.stage` (options as the user gave them); `config` is the consumer's
-    /// client configuration (brokers, security), to which each group id is added.
-    pub fn new(opts: &KafkaOptions, key_shards: usize, config: rdkafka::ClientConfig) -> Self {
+    /// For the stage `opts.stage` (options as the user gave them).
+    pub fn new(opts: &KafkaOptions, key_shards: usize) -> Self {
         EndWatch {
+            stage: opts.stage,
+            topic: opts.for_stage().input_topic,
             chain: feeders(opts, key_shards),
             clients: HashMap::new(),
             probes: HashMap::new(),
-            config,
+            config: opts.client_config(&[]),
             said: None,
         }
     }
 
     /// Whether the stage has applied all it will be given: every stage before it committed
-    /// its whole input, then each of its own partitions is applied to its end (see
-    /// [`Standing`]). A shard stage also waits for the lower partitions of its topic, which
+    /// its whole input, then each of `own` (this instance's partitions of its input) is applied
+    /// to its end (`applied`: per partition, the offset after the last record applied and
+    /// acknowledged). A shard stage also waits for the lower partitions of its topic, which
     /// feed its own, to be committed by its group. Always true without stages before it.
     pub fn done<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
         &mut self,
         consumer: &C,
-        at: &Standing<'_>,
+        own: &HashSet<i32>,
+        applied: &BTreeMap<i32, i64>,
     ) -> bool {
         if self.chain.is_empty() {
             return true;
         }
-        match self.first_unfinished(consumer, at) {
+        match self.first_unfinished(consumer, own, applied) {
             Ok(None) => true,
             Ok(Some(what)) => {
                 self.say(format!("at the end of its input, the stage waits for {what} before exiting (--exit-at-end)"));
@@ -154,18 +147,22 @@ impl EndWatch {
     fn first_unfinished<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
         &mut self,
         consumer: &C,
-        at: &Standing<'_>,
+        own: &HashSet<i32>,
+        applied: &BTreeMap<i32, i64>,
     ) -> std::result::Result<Option<String>, String> {
-        let Standing {
-            stage,
-            topic,
-            own,
-            applied,
-        } = *at;
+        let topic = self.topic.clone();
         let err = |e: anyhow::Error| format!("{e:#}");
         let chain = self.chain.clone();
         for f in &chain {
-            let partitions = partitions_of(consumer, &f.topic).map_err(err)?;
+            let partitions = crate::kafka::partition_ids(consumer, &f.topic, ASK_TIMEOUT)
+                .with_context(|| format!("no metadata for {}", f.topic))
+                .map_err(err)?;
+            if partitions.is_empty() {
+                return Ok(Some(format!(
+                    "the topic {}, which does not exist yet",
+                    f.topic
+                )));
+            }
             let committed =
                 committed_by(self.client(&f.group).map_err(err)?, &f.topic, &partitions)
                     .with_context(|| format!("cannot read group {}'s committed offsets", f.group))
@@ -188,7 +185,7 @@ impl EndWatch {
             return Ok(Some(format!("partitions of {topic}")));
         };
         // The lower partitions a shard stage's own depend on, held by other instances.
-        let others: Vec<i32> = if stage == Stage::Shard {
+        let others: Vec<i32> = if self.stage == Stage::Shard {
             (0..top).filter(|p| !own.contains(p)).collect()
         } else {
             Vec::new()
@@ -201,14 +198,14 @@ impl EndWatch {
             .chain(&others)
             .copied()
             .collect();
-        let group_committed = committed_by(consumer, topic, &ask).map_err(err)?;
+        let group_committed = committed_by(consumer, &topic, &ask).map_err(err)?;
         // Read after the committed offsets, so an end another instance committed is final.
         let from: Vec<(i32, Option<i64>)> = own
             .iter()
             .map(|p| (*p, applied.get(p).or(group_committed.get(p)).copied()))
             .chain(others.iter().map(|p| (*p, group_committed.get(p).copied())))
             .collect();
-        Ok(self.next_record(topic, &from).map_err(err)?.map(|(p, next)| {
+        Ok(self.next_record(&topic, &from).map_err(err)?.map(|(p, next)| {
             let at = from.iter().find(|f| f.0 == p).and_then(|f| f.1);
             if own.contains(&p) {
                 format!("the records of {topic}/{p} still on their way (applied to: {at:?}; a record at {next})")
@@ -304,25 +301,6 @@ impl rdkafka::ClientContext for Quiet {
 }
 
 impl rdkafka::consumer::ConsumerContext for Quiet {}
-
-fn partitions_of<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
-    consumer: &C,
-    topic: &str,
-) -> Result<Vec<i32>> {
-    let md = consumer
-        .fetch_metadata(Some(topic), ASK_TIMEOUT)
-        .with_context(|| format!("no metadata for {topic}"))?;
-    let ps: Vec<i32> = md
-        .topics()
-        .iter()
-        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-        .collect();
-    anyhow::ensure!(
-        !ps.is_empty(),
-        "the topic {topic}, which does not exist yet"
-    );
-    Ok(ps)
-}
 
 /// The committed offsets of `partitions` of `topic`, of `consumer`'s group.
 fn committed_by<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(

@@ -346,7 +346,7 @@ pub async fn run(
     // Under --exit-at-end, a stage after signing also waits for the stages before it.
     let mut end_watch = opts
         .exit_at_end
-        .then(|| crate::at_end::EndWatch::new(opts, cfg.key_shards, opts.client_config(&[])));
+        .then(|| crate::at_end::EndWatch::new(opts, cfg.key_shards));
     let opts = &opts.for_stage();
     let started = Instant::now();
     // Records of several partitions are applied in event-time order (crate::merge), which
@@ -775,19 +775,13 @@ pub async fn run(
                     assigned = assignment(&consumer)?;
                 }
                 if opts.exit_at_end && in_flight.is_empty() && preparing.is_empty() && merge.is_empty()
-                    && all_at_end(&consumer, &at_end)?
-                    && end_watch.as_mut().is_none_or(|w| {
-                        let own: Vec<i32> = consumer.assignment().map(|a| a.elements().iter().map(|e| e.partition()).collect()).unwrap_or_default();
-                        // Questions to the broker, bounded: nothing else is to be done meanwhile.
-                        tokio::task::block_in_place(|| w.done(&consumer, &crate::at_end::Standing {
-                            stage: opts.stage,
-                            topic: &opts.input_topic,
-                            own: &own,
-                            applied: &acked,
-                        }))
-                    }) {
-                    info!("every assigned partition read to its end");
-                    break;
+                    && all_at_end(&consumer, &at_end)? {
+                    let own = assignment(&consumer)?;
+                    // Questions to the broker, bounded: nothing else is to be done meanwhile.
+                    if end_watch.as_mut().is_none_or(|w| tokio::task::block_in_place(|| w.done(&consumer, &own, &acked))) {
+                        info!("every assigned partition read to its end");
+                        break;
+                    }
                 }
             }
             // Records are decoded and signed on the preparing threads, ahead, in parallel...
@@ -966,16 +960,26 @@ fn assignment(consumer: &StreamConsumer<RunContext>) -> Result<HashSet<i32>> {
         .collect())
 }
 
-/// The partitions of `topic` (0: it does not exist).
-fn partition_count(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<usize> {
-    let md = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(30))
-        .with_context(|| format!("cannot read the metadata of {topic}"))?;
-    Ok(md
+/// The partitions of `topic` (none: it does not exist), from the broker's metadata.
+pub(crate) fn partition_ids<C: Consumer<X>, X: ConsumerContext>(
+    consumer: &C,
+    topic: &str,
+    timeout: Duration,
+) -> rdkafka::error::KafkaResult<Vec<i32>> {
+    Ok(consumer
+        .fetch_metadata(Some(topic), timeout)?
         .topics()
         .iter()
-        .find(|t| t.name() == topic && t.error().is_none())
-        .map_or(0, |t| t.partitions().len()))
+        .filter(|t| t.name() == topic && t.error().is_none())
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect())
+}
+
+/// The number of partitions of `topic` (0: it does not exist).
+fn partition_count(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<usize> {
+    Ok(partition_ids(consumer, topic, Duration::from_secs(30))
+        .with_context(|| format!("cannot read the metadata of {topic}"))?
+        .len())
 }
 
 /// The sign stage sends each page to the internal partition with its input partition's

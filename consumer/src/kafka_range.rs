@@ -86,20 +86,13 @@ impl KafkaRange {
 
     /// Each partition's `[start, end)`.
     fn offsets(&self, c: &BaseConsumer) -> Result<Vec<(i32, i64, i64)>> {
-        let md = c
-            .fetch_metadata(Some(&self.topic), TIMEOUT)
-            .with_context(|| {
+        let partitions =
+            crate::kafka::partition_ids(c, &self.topic, TIMEOUT).with_context(|| {
                 format!(
                     "cannot read the metadata of topic {} from {}",
                     self.topic, self.brokers
                 )
             })?;
-        let partitions: Vec<i32> = md
-            .topics()
-            .iter()
-            .filter(|t| t.name() == self.topic && t.error().is_none())
-            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-            .collect();
         if partitions.is_empty() {
             bail!(
                 "topic {} does not exist on {} (or has no partitions)",
