@@ -262,12 +262,17 @@ fn read_all(brokers: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
 /// Seconds from the first record of `topic` to its last (broker timestamps, at least 1 ms), or
 /// `None` for an empty topic.
 fn first_to_last(brokers: &str, topic: &str) -> Option<f64> {
-    let stamps: Vec<i64> = read_all(brokers, topic)
-        .into_iter()
-        .map(|(t, _)| t)
-        .collect();
+    let stamps = stamps(brokers, topic);
     let (first, last) = (stamps.iter().min()?, stamps.iter().max()?);
     Some((last - first).max(1) as f64 / 1000.0)
+}
+
+/// The broker timestamps (ms) of the records of `topic`.
+fn stamps(brokers: &str, topic: &str) -> Vec<i64> {
+    read_all(brokers, topic)
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect()
 }
 
 fn percentile(sorted: &[i64], p: f64) -> i64 {
@@ -500,6 +505,27 @@ fn main() {
 /// input topic has).
 const INTERNAL: [&str; 3] = ["internal.signed", "internal.indexed", "internal.clustered"];
 
+/// Runs `--stage STAGE --mirror-stage --exit-at-end` (and `passed`) on `topic` to its end,
+/// which it must reach: its wall time, peak RSS (KiB) and CPU time.
+fn run_stage(
+    brokers: &str,
+    topic: &str,
+    prefix: &str,
+    stage: &str,
+    passed: &[&str],
+) -> (f64, u64, f64) {
+    let args: Vec<&str> = ["--stage", stage, "--mirror-stage", "--exit-at-end"]
+        .into_iter()
+        .chain(passed.iter().copied())
+        .collect();
+    let (secs, peak_kib, err, cpu) = neardup(brokers, topic, prefix, &args, None);
+    assert!(
+        err.contains("neardup summary"),
+        "--stage {stage} did not finish:\n{err}"
+    );
+    (secs, peak_kib, cpu)
+}
+
 /// `--split-stages`: the split stages one after another on `topic` (`n` records), each to the
 /// end of its input; `all_cpu` is the all-in-one run's CPU time.
 fn split_stages(brokers: &str, topic: &str, prefix: &str, passed: &[&str], n: usize, all_cpu: f64) {
@@ -510,15 +536,7 @@ fn split_stages(brokers: &str, topic: &str, prefix: &str, passed: &[&str], n: us
         ("cluster", Some("internal.clustered")),
         ("mirror", None),
     ] {
-        let args: Vec<&str> = ["--stage", stage, "--mirror-stage", "--exit-at-end"]
-            .into_iter()
-            .chain(passed.iter().copied())
-            .collect();
-        let (secs, peak_kib, err, cpu) = neardup(brokers, topic, prefix, &args, None);
-        assert!(
-            err.contains("neardup summary"),
-            "--stage {stage} did not finish:\n{err}"
-        );
+        let (secs, peak_kib, cpu) = run_stage(brokers, topic, prefix, stage, passed);
         total_cpu += cpu;
         let steady = output
             .and_then(|t| first_to_last(brokers, &format!("{prefix}{t}")))
@@ -552,27 +570,19 @@ fn split_side_by_side(
     let runs: Vec<_> = ["mirror", "cluster", "index", "sign"]
         .into_iter()
         .map(|stage| {
-            let args: Vec<String> = ["--stage", stage, "--mirror-stage", "--exit-at-end"]
-                .into_iter()
-                .chain(passed.iter().copied())
-                .map(String::from)
-                .collect();
+            let passed: Vec<String> = passed.iter().map(|a| a.to_string()).collect();
             let (brokers, topic, prefix) =
                 (brokers.to_owned(), topic.to_owned(), prefix.to_owned());
             let run = std::thread::spawn(move || {
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                neardup(&brokers, &topic, &prefix, &args, None)
+                let passed: Vec<&str> = passed.iter().map(String::as_str).collect();
+                run_stage(&brokers, &topic, &prefix, stage, &passed)
             });
             (stage, run)
         })
         .collect();
     let mut total_cpu = 0.0;
     for (stage, run) in runs {
-        let (secs, peak_kib, err, cpu) = run.join().expect("a stage's monitor");
-        assert!(
-            err.contains("neardup summary"),
-            "--stage {stage} did not finish:\n{err}"
-        );
+        let (secs, peak_kib, cpu) = run.join().expect("a stage's monitor");
         total_cpu += cpu;
         println!(
             "  --stage {stage:<7}: exited after {secs:.1} s; CPU {cpu:.1} s; peak RSS {:.0} MiB",
@@ -581,14 +591,12 @@ fn split_side_by_side(
     }
     let secs = started.elapsed().as_secs_f64();
     // From the sign stage's first record to the last record the cluster stage passed on.
-    let stamps = |t: &str| -> Vec<i64> {
-        read_all(brokers, &format!("{prefix}{t}"))
-            .into_iter()
-            .map(|(t, _)| t)
-            .collect()
-    };
-    let first = stamps("internal.signed").into_iter().min();
-    let last = stamps("internal.clustered").into_iter().max();
+    let first = stamps(brokers, &format!("{prefix}internal.signed"))
+        .into_iter()
+        .min();
+    let last = stamps(brokers, &format!("{prefix}internal.clustered"))
+        .into_iter()
+        .max();
     if let (Some(first), Some(last)) = (first, last) {
         let span = (last - first).max(1) as f64 / 1000.0;
         println!(
