@@ -6,7 +6,7 @@
 //! cargo build --release -p neardup --example e2e_bench
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
-//!     [--bare-x KEY=VALUE]... [--bare-only] [-- NEARDUP_RUN_ARGS...]
+//!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -24,6 +24,9 @@
 //!    after the first two seconds. The producer connects (with a record to another topic)
 //!    before the first timed record. `--latency-profile MS` also prints the worst delay of each
 //!    MS milliseconds of the run.
+//!
+//! `--split-latency` makes step 4's live run go through the split stages (sign, index, cluster
+//! and mirror, each a process of its own) instead of the all-in-one process.
 //!
 //! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumer (repeatable);
 //! `--bare-only` stops after the bare read.
@@ -317,7 +320,9 @@ fn main() {
     for run in ["run", "live", "split"] {
         names.extend(kinds.iter().map(|k| format!("{}{k}", prefix(run))));
     }
-    names.extend(INTERNAL.iter().map(|t| format!("{}{t}", prefix("split"))));
+    for run in ["live", "split"] {
+        names.extend(INTERNAL.iter().map(|t| format!("{}{t}", prefix(run))));
+    }
     create_topics(&brokers, &names);
 
     let t0 = Instant::now();
@@ -418,19 +423,66 @@ fn main() {
     let live_prefix = prefix("live");
     let live_args: Vec<String> = passed.iter().map(|a| a.to_string()).collect();
     let live_topic2 = live_topic.clone();
-    let runner = std::thread::spawn(move || {
-        let live_args: Vec<&str> = live_args.iter().map(String::as_str).collect();
-        neardup(
-            &brokers2,
-            &live_topic2,
-            &live_prefix,
-            &live_args,
-            Some(Duration::from_secs_f64(n as f64 / half + 20.0)),
-        )
-    });
+    // `--split-latency`: the live run through the four split stages, each a process of its
+    // own (the pairs come from the index stage, one hop after the sign stage).
+    let stages: &[&str] = if args.iter().any(|a| a == "--split-latency") {
+        &["sign", "index", "cluster", "mirror"]
+    } else {
+        &["all"]
+    };
+    let runners: Vec<_> = stages
+        .iter()
+        .map(|&stage| {
+            let (brokers, topic, prefix) =
+                (brokers2.clone(), live_topic2.clone(), live_prefix.clone());
+            let mut args = live_args.clone();
+            if stage != "all" {
+                args.extend(["--stage", stage, "--mirror-stage"].map(String::from));
+            }
+            std::thread::spawn(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                neardup(
+                    &brokers,
+                    &topic,
+                    &prefix,
+                    &args,
+                    Some(Duration::from_secs_f64(n as f64 / half + 20.0)),
+                )
+            })
+        })
+        .collect();
     std::thread::sleep(Duration::from_secs(12)); // group join and assignment
     let produced = produce(&brokers, &live_topic, &lines[..n], Some(half));
-    let _ = runner.join();
+    for runner in runners {
+        let _ = runner.join();
+    }
+    if stages.len() > 1 {
+        // Each hop's delay, record by record: the stages keep the order of the one partition,
+        // and every page event gives one record to each internal topic.
+        let at = |t: &str| stamps(&brokers, &format!("{}{t}", prefix("live")));
+        let (signed, indexed) = (at("internal.signed"), at("internal.indexed"));
+        for (hop, from, to) in [
+            ("page produced -> signed", &produced, &signed),
+            ("signed -> indexed", &signed, &indexed),
+        ] {
+            if from.len() != to.len() {
+                println!(
+                    "  {hop}: {} records against {}, not matched",
+                    to.len(),
+                    from.len()
+                );
+                continue;
+            }
+            let mut d: Vec<i64> = from.iter().zip(to.iter()).map(|(a, b)| b - a).collect();
+            d.sort_unstable();
+            println!(
+                "  {hop}: median {} ms, p99 {} ms, max {} ms",
+                percentile(&d, 0.5),
+                percentile(&d, 0.99),
+                d.last().copied().unwrap_or(0)
+            );
+        }
+    }
     let mut sent: HashMap<(String, String), i64> = HashMap::new();
     for (l, t) in lines[..n].iter().zip(&produced) {
         if let Ok(v) = serde_json::from_slice::<serde_json::Value>(l) {

@@ -326,7 +326,10 @@ fn push_text(run: &str, in_pre: bool, out: &mut String) {
     // (line breaks, entities, U+FFFC), which cost more than the short runs themselves.
     let b = run.as_bytes();
     let (entity_or_mark, line_break) = b.iter().fold((false, false), |(e, l), &c| {
-        (e | (c == b'&') | (c == 0xEF), l | (c == b'\n') | (c == b'\r'))
+        (
+            e | (c == b'&') | (c == 0xEF),
+            l | (c == b'\n') | (c == b'\r'),
+        )
     });
     if !entity_or_mark {
         if in_pre || !line_break {
