@@ -425,10 +425,14 @@ fn main() {
     let live_topic2 = live_topic.clone();
     // `--split-latency`: the live run through the four split stages, each a process of its
     // own (the pairs come from the index stage, one hop after the sign stage).
-    let stages: &[&str] = if args.iter().any(|a| a == "--split-latency") {
-        &["sign", "index", "cluster", "mirror"]
-    } else {
-        &["all"]
+    // `--live-stages S,S,...` runs only those split stages (to time one hop on its own).
+    let live_stages = flag(&args, "--live-stages");
+    let stages: Vec<&str> = match &live_stages {
+        Some(list) => list.split(',').collect(),
+        None if args.iter().any(|a| a == "--split-latency") => {
+            vec!["sign", "index", "cluster", "mirror"]
+        }
+        None => vec!["all"],
     };
     let runners: Vec<_> = stages
         .iter()
@@ -456,7 +460,7 @@ fn main() {
     for runner in runners {
         let _ = runner.join();
     }
-    if stages.len() > 1 {
+    if stages != ["all"] {
         // Each hop's delay, record by record: the stages keep the order of the one partition,
         // and every page event gives one record to each internal topic.
         let at = |t: &str| stamps(&brokers, &format!("{}{t}", prefix("live")));
