@@ -6,7 +6,8 @@
 //! cargo build --release -p neardup --example e2e_bench
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
-//!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [-- NEARDUP_RUN_ARGS...]
+//!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S]
+//!     [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -26,7 +27,9 @@
 //!    MS milliseconds of the run.
 //!
 //! `--split-latency` makes step 4's live run go through the split stages (sign, index, cluster
-//! and mirror, each a process of its own) instead of the all-in-one process.
+//! and mirror, each a process of its own) instead of the all-in-one process, and prints each
+//! hop's delay (page produced -> `internal.signed` -> `internal.indexed`, record by record);
+//! `--live-stages sign,index` runs only the stages listed.
 //!
 //! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumer (repeatable);
 //! `--bare-only` stops after the bare read.
