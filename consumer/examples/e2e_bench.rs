@@ -6,7 +6,7 @@
 //! cargo build --release -p neardup --example e2e_bench
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
-//!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S]
+//!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S] \
 //!     [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
