@@ -335,13 +335,7 @@ fn push_text(run: &str, in_pre: bool, out: &mut String) {
         if in_pre || !line_break {
             out.push_str(run);
         } else {
-            let mut piece_start = 0;
-            for nl in memchr::memchr2_iter(b'\n', b'\r', b) {
-                out.push_str(&run[piece_start..nl]);
-                out.push(' ');
-                piece_start = nl + 1;
-            }
-            out.push_str(&run[piece_start..]);
+            push_lines(run, out, |piece, out| out.push_str(piece));
         }
         return;
     }
@@ -355,15 +349,7 @@ fn push_text_general(run: &str, in_pre: bool, out: &mut String) {
     if in_pre {
         push_decoded(run, out);
     } else {
-        // Source newlines are white space outside preformatted text. Pushing the pieces between
-        // them (entities never span a line) keeps this free of allocation.
-        let mut piece_start = 0;
-        for nl in memchr::memchr2_iter(b'\n', b'\r', run.as_bytes()) {
-            push_decoded(&run[piece_start..nl], out);
-            out.push(' ');
-            piece_start = nl + 1;
-        }
-        push_decoded(&run[piece_start..], out);
+        push_lines(run, out, push_decoded);
     }
     // The page's own U+FFFC (or one from an entity) must not open an image term (rare: this
     // path may allocate).
@@ -372,6 +358,19 @@ fn push_text_general(run: &str, in_pre: bool, out: &mut String) {
         out.truncate(start);
         out.push_str(&cleaned);
     }
+}
+
+/// Outside preformatted text, source newlines are white space: pushes the pieces of `run`
+/// between them with `push` (entities never span a line, so each piece decodes on its own),
+/// each line break as a space, without allocating.
+fn push_lines(run: &str, out: &mut String, push: impl Fn(&str, &mut String)) {
+    let mut piece_start = 0;
+    for nl in memchr::memchr2_iter(b'\n', b'\r', run.as_bytes()) {
+        push(&run[piece_start..nl], out);
+        out.push(' ');
+        piece_start = nl + 1;
+    }
+    push(&run[piece_start..], out);
 }
 
 /// [`IMG_TERM_MARK`] encoded.
