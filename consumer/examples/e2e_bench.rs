@@ -444,7 +444,7 @@ fn main() {
                 (brokers2.clone(), live_topic2.clone(), live_prefix.clone());
             let mut args = live_args.clone();
             if stage != "all" {
-                args.extend(["--stage", stage, "--mirror-stage"].map(String::from));
+                args.extend(stage_args(stage).map(String::from));
             }
             std::thread::spawn(move || {
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -564,6 +564,12 @@ fn main() {
 /// input topic has).
 const INTERNAL: [&str; 3] = ["internal.signed", "internal.indexed", "internal.clustered"];
 
+/// The arguments that make `neardup run` the split stage `stage` (with a mirror stage, so each
+/// of the four stages runs in a process of its own).
+fn stage_args(stage: &str) -> [&str; 3] {
+    ["--stage", stage, "--mirror-stage"]
+}
+
 /// Runs `--stage STAGE --mirror-stage --exit-at-end` (and `passed`) on `topic` to its end,
 /// which it must reach: its wall time, peak RSS (KiB) and CPU time.
 fn run_stage(
@@ -573,8 +579,9 @@ fn run_stage(
     stage: &str,
     passed: &[&str],
 ) -> (f64, u64, f64) {
-    let args: Vec<&str> = ["--stage", stage, "--mirror-stage", "--exit-at-end"]
+    let args: Vec<&str> = stage_args(stage)
         .into_iter()
+        .chain(["--exit-at-end"])
         .chain(passed.iter().copied())
         .collect();
     let (secs, peak_kib, err, cpu) = neardup(brokers, topic, prefix, &args, None);
