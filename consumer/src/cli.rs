@@ -117,6 +117,11 @@ pub struct TopologyArgs {
         env = "NEARDUP_MIN_JACCARD_RENAMED_ON_SITE"
     )]
     pub min_jaccard_renamed_on_site: f64,
+    /// Default policy: the same minimum for pages whose URLs end in different names and whose
+    /// titles differ too, on one site or two (the name and the title both say they are
+    /// different documents).
+    #[arg(long, default_value_t = 0.98, env = "NEARDUP_MIN_JACCARD_RETITLED")]
+    pub min_jaccard_retitled: f64,
     /// The canonical member of a cluster: criteria in order of precedence, from `earliest` (entered
     /// the cluster first), `https`, `shorter` (URL), `inlinks` (more pages in the window link to
     /// it; keeps every windowed page's out-links); arrival order breaks any tie left.
@@ -198,6 +203,7 @@ impl TopologyArgs {
                 min_jaccard: self.min_jaccard,
                 min_jaccard_renamed: self.min_jaccard_renamed,
                 min_jaccard_renamed_on_site: self.min_jaccard_renamed_on_site,
+                min_jaccard_retitled: self.min_jaccard_retitled,
                 ..defaults.near
             },
             // Replays turn it on; a long-running service does not keep every round's URLs.

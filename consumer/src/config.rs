@@ -120,6 +120,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_jaccard_renamed_on_site: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_jaccard_retitled: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub collections: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hm_veto: Option<f64>,
@@ -340,6 +342,12 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             f.min_jaccard_renamed_on_site,
             "min_jaccard_renamed_on_site"
         );
+        overlay!(
+            m,
+            a.min_jaccard_retitled,
+            f.min_jaccard_retitled,
+            "min_jaccard_retitled"
+        );
         overlay!(m, a.collections, f.collections, "collections");
         overlay!(m, a.hm_veto, f.hm_veto, "hm_veto");
         overlay!(m, a.mirrors, f.mirrors, "mirrors");
@@ -444,6 +452,7 @@ pub fn validate_topology(a: &TopologyArgs) -> Result<()> {
         ("min_jaccard", a.min_jaccard),
         ("min_jaccard_renamed", a.min_jaccard_renamed),
         ("min_jaccard_renamed_on_site", a.min_jaccard_renamed_on_site),
+        ("min_jaccard_retitled", a.min_jaccard_retitled),
     ] {
         if !(0.0..=1.0).contains(&v) {
             bail!(
@@ -590,6 +599,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             min_jaccard: Some(t.min_jaccard),
             min_jaccard_renamed: Some(t.min_jaccard_renamed),
             min_jaccard_renamed_on_site: Some(t.min_jaccard_renamed_on_site),
+            min_jaccard_retitled: Some(t.min_jaccard_retitled),
             collections: Some(t.collections),
             hm_veto: Some(t.hm_veto),
             mirrors: Some(t.mirrors),

@@ -1246,7 +1246,7 @@ struct PreparedPage {
 }
 
 /// Layout of the internal records between the sign and index stages; bump on any change.
-const INTERNAL_FORMAT: u32 = 3;
+const INTERNAL_FORMAT: u32 = 4;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).
@@ -1667,6 +1667,7 @@ impl Preparer {
         SignedParts {
             checksum,
             text_hash: sig.text_hash,
+            title: sig.title,
             b: sig.b,
             c: sig.c,
             body_bytes: body.raw().len() as u64,

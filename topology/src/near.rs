@@ -168,6 +168,12 @@ pub struct NearConfig {
     /// member lists of two classes, two releases' notes), and seed 001 found most false
     /// positives among same-site pairs; a site rarely serves one document under two names.
     pub min_jaccard_renamed_on_site: f64,
+    /// Default policy: minimum discounted Jaccard for pages whose URLs end in different names
+    /// and whose titles differ too (both pages have one), on one site or two. The name and the
+    /// title are the page's two statements of which document it is; when both differ, only
+    /// near-identical text overrules them (API pages of two classes whose shared members are
+    /// most of their text, on two mirrors of one manual).
+    pub min_jaccard_retitled: f64,
     /// Default policy: minimum undiscounted min-value positions to judge on; with fewer, but at
     /// least half as many, every one of them must agree.
     pub min_support: u32,
@@ -190,6 +196,7 @@ impl Default for NearConfig {
             min_jaccard: 0.7,
             min_jaccard_renamed: 0.9,
             min_jaccard_renamed_on_site: 0.98,
+            min_jaccard_retitled: 0.98,
             min_support: 12,
             min_c_similarity: 330,
             boilerplate_sample: 32,
@@ -212,13 +219,15 @@ pub struct Sketch {
     pub checksum: u64,
     /// 64 bits of the normalised-text hash.
     pub text: u64,
+    /// The title's hash ([`crate::text::title_hash`]; 0: none).
+    pub title: u32,
     /// False for a page without terms: it only takes part in exact pairs.
     pub has_terms: bool,
 }
 
 impl Sketch {
     /// The compact form of a page's signatures.
-    pub fn new(checksum: u128, text_hash: u128, b: &BSketch, c: &SimHash) -> Sketch {
+    pub fn new(checksum: u128, text_hash: u128, title: u32, b: &BSketch, c: &SimHash) -> Sketch {
         let mut mins = [0u8; MINVALUES];
         for (m, v) in mins.iter_mut().zip(&b.minvalues) {
             *m = min_byte(*v);
@@ -233,6 +242,7 @@ impl Sketch {
             simhash: c.0,
             checksum: checksum as u64,
             text: text_hash as u64,
+            title,
             has_terms: b.shingles > 0,
         }
     }
@@ -389,6 +399,7 @@ impl NearConfig {
                     Naming::SameName => self.min_jaccard,
                     Naming::Renamed => self.min_jaccard_renamed,
                     Naming::RenamedOnSite => self.min_jaccard_renamed_on_site,
+                    Naming::Retitled => self.min_jaccard_retitled,
                 };
                 c.same_text
                     || ((c.support >= self.min_support
@@ -414,13 +425,20 @@ pub enum Naming {
     Renamed,
     /// Different names on one site.
     RenamedOnSite,
+    /// Different names and different titles (on one site or two).
+    Retitled,
 }
 
 impl Naming {
-    /// The relation of two pages from their [`url_name`]s and site numbers.
-    pub fn of(name_a: u32, name_b: u32, site_a: u32, site_b: u32) -> Naming {
+    /// The relation of two pages from their [`url_name`]s, site numbers and title hashes
+    /// ([`Sketch::title`]; 0 for none, which differs from no title).
+    pub fn of(names: (u32, u32), sites: (u32, u32), titles: (u32, u32)) -> Naming {
+        let (name_a, name_b) = names;
+        let (site_a, site_b) = sites;
         if same_name(name_a, name_b) {
             Naming::SameName
+        } else if titles.0 != 0 && titles.1 != 0 && titles.0 != titles.1 {
+            Naming::Retitled
         } else if site_a == site_b {
             Naming::RenamedOnSite
         } else {
@@ -1411,7 +1429,12 @@ impl NearIndex {
     /// How the URLs of the pages in slots `a` and `b` relate.
     fn naming(&self, a: u32, b: u32) -> Naming {
         let site = |s: u32| self.slots[s as usize].site;
-        Naming::of(self.page(a).name, self.page(b).name, site(a), site(b))
+        let (pa, pb) = (self.page(a), self.page(b));
+        Naming::of(
+            (pa.name, pb.name),
+            (site(a), site(b)),
+            (pa.sketch.title, pb.sketch.title),
+        )
     }
 
     /// Files a page in `slot` and returns its candidates: the pages that share a table key
@@ -2130,6 +2153,7 @@ mod tests {
             simhash: [0; 6],
             checksum: 1,
             text: 1,
+            title: 0,
             has_terms: true,
         };
         for (i, m) in a.mins.iter_mut().enumerate() {
@@ -2161,14 +2185,41 @@ mod tests {
             url_name("http://a.example/x.html"),
             url_name("http://a.example/y.html"),
         );
-        assert_eq!(Naming::of(x, y, 1, 1), Naming::RenamedOnSite);
-        assert_eq!(Naming::of(x, y, 1, 2), Naming::Renamed);
-        assert_eq!(Naming::of(x, x, 1, 1), Naming::SameName);
+        assert_eq!(Naming::of((x, y), (1, 1), (0, 0)), Naming::RenamedOnSite);
+        assert_eq!(Naming::of((x, y), (1, 2), (0, 0)), Naming::Renamed);
+        assert_eq!(Naming::of((x, x), (1, 1), (0, 0)), Naming::SameName);
         assert_eq!(
-            Naming::of(x, 0, 1, 1),
+            Naming::of((x, 0), (1, 1), (0, 0)),
             Naming::SameName,
             "an index page matches any name"
         );
+    }
+
+    /// Renamed pages whose titles differ as well need near-identical text (0.98) on two sites
+    /// too; equal titles, a missing title or the same name leave the thresholds as they were.
+    #[test]
+    fn renamed_and_retitled_pages_need_near_identical_text() {
+        let (x, y) = (
+            url_name("http://a.example/x.html"),
+            url_name("http://b.example/y.html"),
+        );
+        assert_eq!(Naming::of((x, y), (1, 2), (5, 6)), Naming::Retitled);
+        assert_eq!(Naming::of((x, y), (1, 1), (5, 6)), Naming::Retitled);
+        assert_eq!(Naming::of((x, y), (1, 2), (5, 5)), Naming::Renamed);
+        assert_eq!(Naming::of((x, y), (1, 2), (5, 0)), Naming::Renamed);
+        assert_eq!(Naming::of((x, y), (1, 1), (0, 6)), Naming::RenamedOnSite);
+        assert_eq!(Naming::of((x, x), (1, 2), (5, 6)), Naming::SameName);
+        let cfg = NearConfig::default();
+        // Jaccard ≈ 0.95: short of 0.98.
+        let (a, b) = differing_in_first(4);
+        let c = compare(&a, 0, &b, 0);
+        assert_eq!(cfg.verdict(&a, &b, &c, Naming::Retitled), None);
+        assert!(cfg.verdict(&a, &b, &c, Naming::Renamed).is_some());
+        // One min-value of 84 differs: Jaccard ≈ 0.988.
+        let (a, b) = differing_in_first(1);
+        let c = compare(&a, 0, &b, 0);
+        assert!(c.discounted_jaccard >= 0.98, "{c:?}");
+        assert!(cfg.verdict(&a, &b, &c, Naming::Retitled).is_some());
     }
 
     /// 40 pages of one site share a template on bands 0..17 and differ in bands 17..21. A page
@@ -2197,6 +2248,7 @@ mod tests {
                 simhash: [mix64(i), mix64(i + 1), 0, 0, 0, 0],
                 checksum: i,
                 text: i,
+                title: 0,
                 has_terms: true,
             };
             for (p, m) in s.mins.iter_mut().enumerate() {

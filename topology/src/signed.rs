@@ -25,6 +25,9 @@ use crate::sketch::simhash::SimHash;
 pub(crate) struct SignedParts {
     pub checksum: u128,
     pub text_hash: u128,
+    /// [`crate::text::title_hash`] of the title (0: none); the index reads it, the event
+    /// does not carry it.
+    pub title: u32,
     pub b: BSketch,
     pub c: SimHash,
     pub body_bytes: u64,
@@ -84,7 +87,7 @@ impl Signed {
         })
         .expect("numbers and strings serialize");
         let p = &*parts;
-        let sketch = near::Sketch::new(p.checksum, p.text_hash, &p.b, &p.c);
+        let sketch = near::Sketch::new(p.checksum, p.text_hash, p.title, &p.b, &p.c);
         Signed {
             parts,
             content,
@@ -236,7 +239,7 @@ mod tests {
 
     prop_compose! {
         fn arb_parts()(
-            checksum in any::<u128>(), text_hash in any::<u128>(),
+            checksum in any::<u128>(), text_hash in any::<u128>(), title in any::<u32>(),
             mins in proptest::collection::vec(any::<u64>(), 84), shingles in any::<u32>(),
             c in any::<[u64; 6]>(), sizes in any::<(u64, u64, u64)>(),
             charset in proptest::sample::select(vec!["UTF-8", "windows-1252", "Shift_JIS"]),
@@ -260,7 +263,7 @@ mod tests {
                 link_ends.push(all.len());
             }
             SignedParts {
-                checksum, text_hash, b, c: SimHash(c),
+                checksum, text_hash, title, b, c: SimHash(c),
                 body_bytes: sizes.0, text_bytes: sizes.1, tokens: sizes.2,
                 charset: Cow::Borrowed(charset), tokens_truncated: truncated,
                 chunks, paragraphs, short_page: short, rp, links: all, link_ends,

@@ -61,6 +61,8 @@ impl SignerConfig {
 pub struct PageSignature {
     /// XXH3-128 of the normalised term sequence.
     pub text_hash: u128,
+    /// [`text::title_hash`] of the page's title (0: none).
+    pub title: u32,
     /// Terms counted (up to `max_terms`).
     pub tokens: u64,
     /// True when the page had more terms than `max_terms`.
@@ -142,6 +144,7 @@ impl Signer {
         // The chunker holds every term once; joined by single spaces they are the input of the
         // normalised-text hash (one XXH3 over a buffer, the same value as streaming the terms).
         sig.text_hash = xxhash_rust::xxh3::xxh3_128(chunks::joined_terms(&mut self.chunk));
+        sig.title = text::title_hash(&sig.extraction, &mut self.term);
         sig.tokens = n.min(max) as u64;
         sig.truncated = n > max;
         self.minhasher.sketch(&self.term_fps, &mut sig.b);
@@ -202,6 +205,14 @@ mod tests {
         assert_ne!(o.text_hash, sig.text_hash);
         assert!(minhash::agreeing_minvalues(&o.b, &sig.b) > 60);
         assert!(simhash::c_similarity(&o.c, &sig.c) > 360);
+        // the page has no <title>; one gives a title hash, a signature of its own, the same for
+        // the same title whatever its spacing or case
+        assert_eq!(sig.title, 0);
+        let titled = |t: &str| html.replacen("<html>", &format!("<html><title>{t}</title>"), 1);
+        let t1 = s.sign(&titled("The  Manual"), Some(&page)).title;
+        assert_ne!(t1, 0);
+        assert_eq!(s.sign(&titled("the manual"), Some(&page)).title, t1);
+        assert_ne!(s.sign(&titled("The Guide"), Some(&page)).title, t1);
     }
 
     #[test]

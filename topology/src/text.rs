@@ -28,6 +28,8 @@ pub struct Extraction {
     resolved: String,
     /// Scratch for one entity-decoded attribute value.
     attribute: String,
+    /// Where the page's title lies in `text`: see [`Extraction::title`].
+    title: Option<std::ops::Range<usize>>,
 }
 
 impl Extraction {
@@ -38,6 +40,12 @@ impl Extraction {
         starts
             .zip(self.link_ends.iter())
             .map(|(a, &b)| &self.links[a..b])
+    }
+
+    /// The text of the page's title: the first `<title>` element before `<body>` (an SVG
+    /// drawing in the body has titles of its own), up to the next tag; `None` without one.
+    pub fn title(&self) -> Option<&str> {
+        self.title.clone().map(|r| &self.text[r])
     }
 }
 
@@ -57,9 +65,13 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
     out.text.clear();
     out.links.clear();
     out.link_ends.clear();
+    out.title = None;
     out.text.reserve(html.len() / 2);
     let mut base: Option<url::Url> = None;
     let mut in_pre = false;
+    // The title's start in `text` while it is open; `looking` until a title or `<body>`.
+    let mut title_start: Option<usize> = None;
+    let mut looking = true;
     let b = html.as_bytes();
     let n = b.len();
     let mut i = 0;
@@ -75,6 +87,10 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
             continue;
         };
         push_text(&html[text_start..i], in_pre, &mut out.text);
+        if let Some(start) = title_start.take() {
+            // Title text is RCDATA: the next markup is its end tag.
+            out.title = Some(start..out.text.len());
+        }
         out.text.push(match block_tag(b, i) {
             Some(pre) => {
                 if let Some(closing) = pre {
@@ -84,6 +100,15 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
             }
             None => ' ',
         });
+        if let (true, Some((name, _))) = (looking, tag) {
+            let name = &b[name.0..name.1];
+            if name.eq_ignore_ascii_case(b"title") {
+                title_start = Some(out.text.len());
+                looking = false;
+            } else if name.eq_ignore_ascii_case(b"body") {
+                looking = false;
+            }
+        }
         if let (Some(page), Some((name, attrs))) = (page, tag) {
             on_tag(
                 &html[name.0..name.1],
@@ -97,6 +122,9 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
         text_start = i;
     }
     push_text(&html[text_start..], in_pre, &mut out.text);
+    if let Some(start) = title_start {
+        out.title = Some(start..out.text.len());
+    }
 }
 
 /// For the tag at `b[i] == '<'`: `Some(pre)` when it is a block-level element, where `pre` is
@@ -581,6 +609,18 @@ pub fn text_hash(text: &str, buf: &mut String) -> (u128, u64) {
     (h.digest128(), count)
 }
 
+/// The title's hash: 32 bits of XXH3 of its terms joined by single spaces (so case, entities
+/// and spacing do not matter), never 0; 0 when the page has no title or its title no terms.
+pub fn title_hash(ex: &Extraction, buf: &mut String) -> u32 {
+    match ex.title() {
+        Some(title) => match text_hash(title, buf) {
+            (_, 0) => 0,
+            (h, _) => (h as u32).max(1),
+        },
+        None => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -645,6 +685,40 @@ mod tests {
         let mut v = vec![];
         for_each_term(text, &mut String::new(), |t| v.push(t.to_owned()));
         v
+    }
+
+    #[test]
+    fn the_title_is_the_first_title_before_the_body() {
+        let title = |html: &str| {
+            let mut e = Extraction::default();
+            extract(html, None, &mut e);
+            (
+                e.title().map(str::to_owned),
+                title_hash(&e, &mut String::new()),
+            )
+        };
+        let (t, h) = title("<html><head><TITLE>The  R&amp;D\nmanual</title></head><p>x</p>");
+        assert_eq!(t.as_deref(), Some("The  R&D manual"));
+        assert_ne!(h, 0);
+        // Case, spacing and entities do not matter; words do.
+        assert_eq!(title("<title>the r&#38;d MANUAL </title>").1, h);
+        assert_ne!(title("<title>The R&amp;D guide</title>").1, h);
+        // No title, an empty one, or one only inside the body (an SVG's) is none.
+        assert_eq!(title("<html><body><p>no title</p></body>"), (None, 0));
+        assert_eq!(title("<head><title> </title></head>").1, 0);
+        assert_eq!(
+            title("<body><svg><title>Chart</title></svg></body>"),
+            (None, 0)
+        );
+        // The first one counts, and an unclosed one runs to the end.
+        assert_eq!(
+            title("<title>One</title><title>Two</title>").0.as_deref(),
+            Some("One")
+        );
+        assert_eq!(
+            title("<head><title>Open to the end").0.as_deref(),
+            Some("Open to the end")
+        );
     }
 
     #[test]

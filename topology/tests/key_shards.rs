@@ -72,6 +72,7 @@ fn sketch(site: usize, doc: u64, v: u64) -> Sketch {
         simhash,
         checksum: mix(site as u64 * 1_000_000 + doc * 10 + v),
         text: mix(doc * 10 + v),
+        title: 0,
         has_terms: true,
     }
 }

@@ -101,6 +101,7 @@ impl Stream {
                 simhash,
                 checksum: self.rng.next(),
                 text: self.rng.next(),
+                title: 0,
                 has_terms: true,
             }
         };
