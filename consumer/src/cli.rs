@@ -117,9 +117,9 @@ pub struct TopologyArgs {
         env = "NEARDUP_MIN_JACCARD_RENAMED_ON_SITE"
     )]
     pub min_jaccard_renamed_on_site: f64,
-    /// Default policy: the same minimum for pages whose URLs end in different names and whose
-    /// titles differ too, on one site or two (the name and the title both say they are
-    /// different documents).
+    /// Default policy: the same minimum for pages whose titles differ and whose URLs end in
+    /// different names or are on one site (the URL and the title both say they are different
+    /// documents).
     #[arg(long, default_value_t = 0.98, env = "NEARDUP_MIN_JACCARD_RETITLED")]
     pub min_jaccard_retitled: f64,
     /// The canonical member of a cluster: criteria in order of precedence, from `earliest` (entered

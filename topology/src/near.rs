@@ -168,11 +168,14 @@ pub struct NearConfig {
     /// member lists of two classes, two releases' notes), and seed 001 found most false
     /// positives among same-site pairs; a site rarely serves one document under two names.
     pub min_jaccard_renamed_on_site: f64,
-    /// Default policy: minimum discounted Jaccard for pages whose URLs end in different names
-    /// and whose titles differ too (both pages have one), on one site or two. The name and the
-    /// title are the page's two statements of which document it is; when both differ, only
+    /// Default policy: minimum discounted Jaccard for pages whose titles differ (both pages
+    /// have one) and whose URLs end in different names or are on one site. The name and the
+    /// title are a page's two statements of which document it is; when both differ, only
     /// near-identical text overrules them (API pages of two classes whose shared members are
-    /// most of their text, on two mirrors of one manual).
+    /// most of their text, on two mirrors of one manual). On one site the URL's path tells
+    /// documents apart even under one name (`nfs/index.html`, `spufs/index.html`), so a
+    /// different title is enough. Across sites under one name it is not: a parked domain's
+    /// page names its own domain in its title.
     pub min_jaccard_retitled: f64,
     /// Default policy: minimum undiscounted min-value positions to judge on; with fewer, but at
     /// least half as many, every one of them must agree.
@@ -341,8 +344,27 @@ pub fn agreement(a: &[u8; MINVALUES], b: &[u8; MINVALUES]) -> u128 {
     bits
 }
 
-/// Compares two pages' sketches and boilerplate masks.
+/// Compares two pages' sketches and boilerplate masks, the pages on two sites: a position that
+/// is boilerplate for either page does not count (each site's template is absent from the
+/// other's copy of a page).
 pub fn compare(a: &Sketch, mask_a: u128, b: &Sketch, mask_b: u128) -> Comparison {
+    compare_sited(a, mask_a, b, mask_b, false)
+}
+
+/// Compares two pages' sketches and boilerplate masks; `one_site` when both are pages of one
+/// site. The pages of one site share its template, so there a position does not count only
+/// when both pages show a template value in it (the same one, or two); where one page shows a
+/// template value and the other a value of its own, the second page has a shingle the first
+/// lacks (or lacks a template shingle the first has): a real difference, which dropping the
+/// position would hide. Across sites the templates differ, so a copy shows its own site's
+/// template where the original shows the other's, and every such position is dropped.
+pub fn compare_sited(
+    a: &Sketch,
+    mask_a: u128,
+    b: &Sketch,
+    mask_b: u128,
+    one_site: bool,
+) -> Comparison {
     let agree_bits = agreement(&a.mins, &b.mins);
     let agreeing = agree_bits.count_ones();
     let mut b_similarity = 0u8;
@@ -359,7 +381,12 @@ pub fn compare(a: &Sketch, mask_a: u128, b: &Sketch, mask_b: u128) -> Comparison
         .map(|(x, y)| (x ^ y).count_ones())
         .sum();
     let all = (1u128 << MINVALUES) - 1;
-    let kept = all & !(mask_a | mask_b);
+    let dropped = if one_site {
+        (mask_a & mask_b) | (agree_bits & (mask_a | mask_b))
+    } else {
+        mask_a | mask_b
+    };
+    let kept = all & !dropped;
     let support = kept.count_ones();
     Comparison {
         b_similarity,
@@ -425,7 +452,7 @@ pub enum Naming {
     Renamed,
     /// Different names on one site.
     RenamedOnSite,
-    /// Different names and different titles (on one site or two).
+    /// Different titles, and different names or one site.
     Retitled,
 }
 
@@ -435,10 +462,11 @@ impl Naming {
     pub fn of(names: (u32, u32), sites: (u32, u32), titles: (u32, u32)) -> Naming {
         let (name_a, name_b) = names;
         let (site_a, site_b) = sites;
-        if same_name(name_a, name_b) {
-            Naming::SameName
-        } else if titles.0 != 0 && titles.1 != 0 && titles.0 != titles.1 {
+        let retitled = titles.0 != 0 && titles.1 != 0 && titles.0 != titles.1;
+        if retitled && (site_a == site_b || !same_name(name_a, name_b)) {
             Naming::Retitled
+        } else if same_name(name_a, name_b) {
+            Naming::SameName
         } else if site_a == site_b {
             Naming::RenamedOnSite
         } else {
@@ -1315,7 +1343,7 @@ impl NearIndex {
             }
             self.stats.verified += 1;
             let (pa, pc) = (self.page(slot), self.page(c));
-            let cmp = compare(&pa.sketch, pa.mask, &pc.sketch, pc.mask);
+            let cmp = self.compare_slots(slot, c);
             let named = self.naming(slot, c);
             if let Some(level) = self.cfg.verdict(&pa.sketch, &pc.sketch, &cmp, named) {
                 let info = self.pair_info(slot, c, level, &cmp);
@@ -1424,6 +1452,13 @@ impl NearIndex {
                 self.partners.remove(&from);
             }
         }
+    }
+
+    /// How the pages in slots `a` and `b` compare.
+    fn compare_slots(&self, a: u32, b: u32) -> Comparison {
+        let (pa, pb) = (self.page(a), self.page(b));
+        let one_site = self.slots[a as usize].site == self.slots[b as usize].site;
+        compare_sited(&pa.sketch, pa.mask, &pb.sketch, pb.mask, one_site)
     }
 
     /// How the URLs of the pages in slots `a` and `b` relate.
@@ -1690,7 +1725,7 @@ impl NearIndex {
         let url = self.page(slot).url.clone();
         for partner in partners {
             let (pa, pb) = (self.page(slot), self.page(partner));
-            let cmp = compare(&pa.sketch, pa.mask, &pb.sketch, pb.mask);
+            let cmp = self.compare_slots(slot, partner);
             let named = self.naming(slot, partner);
             let verdict = self.cfg.verdict(&pa.sketch, &pb.sketch, &cmp, named);
             let purl = pb.url.clone();
@@ -2196,7 +2231,8 @@ mod tests {
     }
 
     /// Renamed pages whose titles differ as well need near-identical text (0.98) on two sites
-    /// too; equal titles, a missing title or the same name leave the thresholds as they were.
+    /// too, and so do pages of one site under one name with different titles; equal titles, a
+    /// missing title or one name on two sites leave the thresholds as they were.
     #[test]
     fn renamed_and_retitled_pages_need_near_identical_text() {
         let (x, y) = (
@@ -2209,6 +2245,10 @@ mod tests {
         assert_eq!(Naming::of((x, y), (1, 2), (5, 0)), Naming::Renamed);
         assert_eq!(Naming::of((x, y), (1, 1), (0, 6)), Naming::RenamedOnSite);
         assert_eq!(Naming::of((x, x), (1, 2), (5, 6)), Naming::SameName);
+        assert_eq!(Naming::of((0, 0), (1, 2), (5, 6)), Naming::SameName);
+        assert_eq!(Naming::of((x, x), (1, 1), (5, 6)), Naming::Retitled);
+        assert_eq!(Naming::of((0, 0), (1, 1), (5, 6)), Naming::Retitled);
+        assert_eq!(Naming::of((0, 0), (1, 1), (5, 5)), Naming::SameName);
         let cfg = NearConfig::default();
         // Jaccard ≈ 0.95: short of 0.98.
         let (a, b) = differing_in_first(4);
@@ -2396,6 +2436,30 @@ mod tests {
                 || none.discounted_jaccard >= cfg.min_jaccard
         );
         assert_eq!(cfg.verdict(&a, &b, &c, Naming::SameName), None);
+    }
+
+    /// On one site, a position counts unless both pages show a template value in it: a template
+    /// value against a value of the page's own is a difference. Across sites it does not count.
+    #[test]
+    fn on_one_site_a_template_value_against_an_own_value_is_a_difference() {
+        // The pages differ in positions 0..20; positions 10..84 are template for page a, and
+        // 15..84 for page b.
+        let (a, b) = differing_in_first(20);
+        let from = |i: u32| ((1u128 << 84) - 1) & !((1u128 << i) - 1);
+        let (mask_a, mask_b) = (from(10), from(15));
+        let two_sites = compare_sited(&a, mask_a, &b, mask_b, false);
+        assert_eq!(two_sites, compare(&a, mask_a, &b, mask_b));
+        assert_eq!((two_sites.support, two_sites.kept_agreeing), (10, 0));
+        // On one site: 0..10 differ (no template), 10..15 differ with a template value in a
+        // only: counted; 15..20 differ with template values in both: dropped, as are 20..84,
+        // where both agree on the template.
+        let one_site = compare_sited(&a, mask_a, &b, mask_b, true);
+        assert_eq!((one_site.support, one_site.kept_agreeing), (15, 0));
+        // Agreeing positions where only one page shows a template are dropped too.
+        let same = compare_sited(&a, from(10), &a, 0, true);
+        assert_eq!((same.support, same.kept_agreeing), (10, 10));
+        // Without masks the two agree.
+        assert_eq!(compare_sited(&a, 0, &b, 0, true), compare(&a, 0, &b, 0));
     }
 }
 

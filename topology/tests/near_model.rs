@@ -19,9 +19,10 @@ use neardup_topology::{Emitter, Topology};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
-const URLS: [&str; 6] = [
+const URLS: [&str; 7] = [
     "http://a.example/x",
     "http://a.example/y",
+    "http://a.example/sub/x",
     "http://b.example/x",
     "http://www.b.example/z",
     "http://c.example/x",
@@ -152,15 +153,18 @@ fn expected_pairs(
             let (a, b) = (content(cx), content(cy));
             let (nx, ny) = (url_name(URLS[x]), url_name(URLS[y]));
             let site_of = |u: &str| site::site(site::host(u)).to_ascii_lowercase();
-            let named = if nx == 0 || ny == 0 || nx == ny {
-                Naming::SameName
-            } else if a.title != 0 && b.title != 0 && a.title != b.title {
-                Naming::Retitled
-            } else if site_of(URLS[x]) == site_of(URLS[y]) {
-                Naming::RenamedOnSite
-            } else {
-                Naming::Renamed
-            };
+            let same_name = nx == 0 || ny == 0 || nx == ny;
+            let one_site = site_of(URLS[x]) == site_of(URLS[y]);
+            let named =
+                if a.title != 0 && b.title != 0 && a.title != b.title && (one_site || !same_name) {
+                    Naming::Retitled
+                } else if same_name {
+                    Naming::SameName
+                } else if one_site {
+                    Naming::RenamedOnSite
+                } else {
+                    Naming::Renamed
+                };
             if let Some(level) = cfg.verdict(&a, &b, &compare(&a, 0, &b, 0), named) {
                 out.insert((URLS[x].to_owned(), URLS[y].to_owned()), level);
             }
