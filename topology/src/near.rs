@@ -458,7 +458,8 @@ pub enum Naming {
 
 impl Naming {
     /// The relation of two pages from their [`url_name`]s, site numbers and title hashes
-    /// ([`Sketch::title`]; 0 for none, which differs from no title).
+    /// ([`Sketch::title`]; 0 for a page without a title, which never counts as a different
+    /// title).
     pub fn of(names: (u32, u32), sites: (u32, u32), titles: (u32, u32)) -> Naming {
         let (name_a, name_b) = names;
         let (site_a, site_b) = sites;

@@ -43,8 +43,8 @@ fn splitmix(state: &mut u64) -> u64 {
 /// Contents: 0 the base page; 1 the base with supershingle 0 changed (B = 5); 2 the base with
 /// supershingles 0–3 changed (B = 2); 3 unrelated; 4 the base's text under other bytes (same
 /// sketch, other checksum); 5 the base with supershingles 0–4 changed (B = 1: no Alg. B pair);
-/// 6 the base with 4 min-values changed (Jaccard ≈ 0.95) under another title. 3 has no title,
-/// the others one title.
+/// 6 the base with 4 min-values changed (Jaccard ≈ 0.95) under another title. 3 has no title;
+/// all but 6 share one title.
 fn content(k: usize) -> Sketch {
     let mut base = 1u64;
     let mut other = 99u64 + k as u64;
