@@ -122,6 +122,10 @@ pub struct TopologyArgs {
     /// documents).
     #[arg(long, default_value_t = 0.98, env = "NEARDUP_MIN_JACCARD_RETITLED")]
     pub min_jaccard_retitled: f64,
+    /// Default policy: compare pages' titles (`--min-jaccard-retitled`); `--titles false` judges
+    /// pages by their URLs alone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "NEARDUP_TITLES")]
+    pub titles: bool,
     /// The canonical member of a cluster: criteria in order of precedence, from `earliest` (entered
     /// the cluster first), `https`, `shorter` (URL), `inlinks` (more pages in the window link to
     /// it; keeps every windowed page's out-links); arrival order breaks any tie left.
@@ -204,6 +208,7 @@ impl TopologyArgs {
                 min_jaccard_renamed: self.min_jaccard_renamed,
                 min_jaccard_renamed_on_site: self.min_jaccard_renamed_on_site,
                 min_jaccard_retitled: self.min_jaccard_retitled,
+                titles: self.titles,
                 ..defaults.near
             },
             // Replays turn it on; a long-running service does not keep every round's URLs.

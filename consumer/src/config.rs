@@ -122,6 +122,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_jaccard_retitled: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub titles: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub collections: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hm_veto: Option<f64>,
@@ -348,6 +350,7 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             f.min_jaccard_retitled,
             "min_jaccard_retitled"
         );
+        overlay!(m, a.titles, f.titles, "titles");
         overlay!(m, a.collections, f.collections, "collections");
         overlay!(m, a.hm_veto, f.hm_veto, "hm_veto");
         overlay!(m, a.mirrors, f.mirrors, "mirrors");
@@ -600,6 +603,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
             min_jaccard_renamed: Some(t.min_jaccard_renamed),
             min_jaccard_renamed_on_site: Some(t.min_jaccard_renamed_on_site),
             min_jaccard_retitled: Some(t.min_jaccard_retitled),
+            titles: Some(t.titles),
             collections: Some(t.collections),
             hm_veto: Some(t.hm_veto),
             mirrors: Some(t.mirrors),

@@ -177,6 +177,9 @@ pub struct NearConfig {
     /// different title is enough. Across sites under one name it is not: a parked domain's
     /// page names its own domain in its title.
     pub min_jaccard_retitled: f64,
+    /// Default policy: compare the pages' titles at all (false: pages are judged by their URLs
+    /// alone, as if neither had a title).
+    pub titles: bool,
     /// Default policy: minimum undiscounted min-value positions to judge on; with fewer, but at
     /// least half as many, every one of them must agree.
     pub min_support: u32,
@@ -200,6 +203,7 @@ impl Default for NearConfig {
             min_jaccard_renamed: 0.9,
             min_jaccard_renamed_on_site: 0.98,
             min_jaccard_retitled: 0.98,
+            titles: true,
             min_support: 12,
             min_c_similarity: 330,
             boilerplate_sample: 32,
@@ -1466,11 +1470,11 @@ impl NearIndex {
     fn naming(&self, a: u32, b: u32) -> Naming {
         let site = |s: u32| self.slots[s as usize].site;
         let (pa, pb) = (self.page(a), self.page(b));
-        Naming::of(
-            (pa.name, pb.name),
-            (site(a), site(b)),
-            (pa.sketch.title, pb.sketch.title),
-        )
+        let titles = match self.cfg.titles {
+            true => (pa.sketch.title, pb.sketch.title),
+            false => (0, 0),
+        };
+        Naming::of((pa.name, pb.name), (site(a), site(b)), titles)
     }
 
     /// Files a page in `slot` and returns its candidates: the pages that share a table key

@@ -374,3 +374,65 @@ fn default_policy_pairs_copies_and_retracts_on_404() {
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].state, PairState::Retracted);
 }
+
+/// Titles through the whole topology: a page and a copy with one word changed (Jaccard about
+/// 0.95), on two sites under different names, pair when their titles agree (the renamed
+/// threshold, 0.9), not when the titles differ too (0.98), and pair again with titles turned
+/// off.
+#[test]
+fn different_titles_under_different_names_need_near_identical_text() {
+    let words = |changed: bool| -> String {
+        (0..300)
+            .map(|i| match (changed, i) {
+                (true, 150) => "altered ".to_owned(),
+                _ => format!("word{} ", i * 7919 % 1000),
+            })
+            .collect()
+    };
+    let page = |title: &str, changed: bool| {
+        format!(
+            "<html><head><title>{title}</title></head><body><p>{}</p></body></html>",
+            words(changed)
+        )
+    };
+    let run = |titles: bool, title_b: &str| -> Vec<PairEvent> {
+        let mut cfg = neardup_topology::Config::default();
+        cfg.near.titles = titles;
+        let mut topo = Topology::new(cfg);
+        let src = neardup_schemas::Source::File {
+            file: "t".into(),
+            line: 1,
+        };
+        let mut out = Vec::new();
+        for (url, body, t) in [
+            (
+                "http://a.example/docs/wxDC.html",
+                page("wxDC Class Members", false),
+                1,
+            ),
+            (
+                "http://b.example/ref/wxPrinterDC.html",
+                page(title_b, true),
+                2,
+            ),
+        ] {
+            let line = format!(
+                r#"{{"url":"{url}","fetched_at":"2026-11-02T10:00:0{t}Z","status":200,"body":"{body}"}}"#
+            );
+            topo.process(line.as_bytes(), &src, &mut out);
+        }
+        out.iter()
+            .filter(|e| e.kind == OutputKind::Pairs)
+            .map(|e| serde_json::from_slice(&e.value).expect("pair"))
+            .collect()
+    };
+    let same_title = run(true, "wxDC Class Members");
+    assert_eq!(same_title.len(), 1, "{same_title:?}");
+    let j = same_title[0].jaccard.expect("estimate");
+    assert!(
+        (0.9..0.98).contains(&j),
+        "the copy must sit between the thresholds: {j}"
+    );
+    assert!(run(true, "wxPrinterDC Class Members").is_empty());
+    assert_eq!(run(false, "wxPrinterDC Class Members").len(), 1);
+}
