@@ -465,14 +465,14 @@ impl Naming {
     /// ([`Sketch::title`]; 0 for a page without a title, which never counts as a different
     /// title).
     pub fn of(names: (u32, u32), sites: (u32, u32), titles: (u32, u32)) -> Naming {
-        let (name_a, name_b) = names;
-        let (site_a, site_b) = sites;
+        let same = same_name(names.0, names.1);
+        let one_site = sites.0 == sites.1;
         let retitled = titles.0 != 0 && titles.1 != 0 && titles.0 != titles.1;
-        if retitled && (site_a == site_b || !same_name(name_a, name_b)) {
+        if retitled && (one_site || !same) {
             Naming::Retitled
-        } else if same_name(name_a, name_b) {
+        } else if same {
             Naming::SameName
-        } else if site_a == site_b {
+        } else if one_site {
             Naming::RenamedOnSite
         } else {
             Naming::Renamed
@@ -1347,12 +1347,9 @@ impl NearIndex {
                 continue;
             }
             self.stats.verified += 1;
-            let (pa, pc) = (self.page(slot), self.page(c));
-            let cmp = self.compare_slots(slot, c);
-            let named = self.naming(slot, c);
-            if let Some(level) = self.cfg.verdict(&pa.sketch, &pc.sketch, &cmp, named) {
+            if let (cmp, Some(level)) = self.judge(slot, c) {
                 let info = self.pair_info(slot, c, level, &cmp);
-                found.push((pc.url.clone(), c, info));
+                found.push((self.page(c).url.clone(), c, info));
             }
         }
         for (_, partner, info) in &found {
@@ -1459,22 +1456,18 @@ impl NearIndex {
         }
     }
 
-    /// How the pages in slots `a` and `b` compare.
-    fn compare_slots(&self, a: u32, b: u32) -> Comparison {
+    /// How the pages in slots `a` and `b` compare (on one site or two), and the policy's
+    /// verdict on them given how their URLs and titles relate.
+    fn judge(&self, a: u32, b: u32) -> (Comparison, Option<PairLevel>) {
         let (pa, pb) = (self.page(a), self.page(b));
-        let one_site = self.slots[a as usize].site == self.slots[b as usize].site;
-        compare_sited(&pa.sketch, pa.mask, &pb.sketch, pb.mask, one_site)
-    }
-
-    /// How the URLs of the pages in slots `a` and `b` relate.
-    fn naming(&self, a: u32, b: u32) -> Naming {
-        let site = |s: u32| self.slots[s as usize].site;
-        let (pa, pb) = (self.page(a), self.page(b));
+        let sites = (self.slots[a as usize].site, self.slots[b as usize].site);
+        let cmp = compare_sited(&pa.sketch, pa.mask, &pb.sketch, pb.mask, sites.0 == sites.1);
         let titles = match self.cfg.titles {
             true => (pa.sketch.title, pb.sketch.title),
             false => (0, 0),
         };
-        Naming::of((pa.name, pb.name), (site(a), site(b)), titles)
+        let named = Naming::of((pa.name, pb.name), sites, titles);
+        (cmp, self.cfg.verdict(&pa.sketch, &pb.sketch, &cmp, named))
     }
 
     /// Files a page in `slot` and returns its candidates: the pages that share a table key
@@ -1729,11 +1722,8 @@ impl NearIndex {
         partners.sort_by(|x, y| self.url(*x).cmp(self.url(*y)));
         let url = self.page(slot).url.clone();
         for partner in partners {
-            let (pa, pb) = (self.page(slot), self.page(partner));
-            let cmp = self.compare_slots(slot, partner);
-            let named = self.naming(slot, partner);
-            let verdict = self.cfg.verdict(&pa.sketch, &pb.sketch, &cmp, named);
-            let purl = pb.url.clone();
+            let (cmp, verdict) = self.judge(slot, partner);
+            let purl = self.page(partner).url.clone();
             let key = ordered(slot, partner);
             let info = self.pairs[&key];
             match verdict {
