@@ -21,6 +21,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "scratch.rs"]
+mod scratch;
+use scratch::Scratch;
+
 /// Numbers the log files of [`Setup::run_logged`].
 static LOGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -278,7 +282,7 @@ impl Setup {
         let mut logs = BTreeMap::new();
         for (name, log, c) in &mut running {
             assert!(
-                wait_exit(&mut c.0, Duration::from_secs(120)).success(),
+                wait_named(&mut c.0, Duration::from_secs(120), name, log.as_deref()).success(),
                 "{name}"
             );
             if let Some(log) = log {
@@ -446,6 +450,17 @@ fn summary_number(log: &str, label: &str) -> u64 {
 }
 
 fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    wait_named(child, limit, "neardup", None)
+}
+
+/// [`wait_exit`] for one of several processes: a timeout names it, and shows the end of its
+/// log if it has one.
+fn wait_named(
+    child: &mut Child,
+    limit: Duration,
+    name: &str,
+    log: Option<&std::path::Path>,
+) -> std::process::ExitStatus {
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -453,7 +468,17 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
         }
         if started.elapsed() > limit {
             let _ = child.kill();
-            panic!("neardup did not finish within {limit:?}");
+            let tail = log
+                .and_then(|l| std::fs::read_to_string(l).ok())
+                .map(|t| {
+                    let lines: Vec<&str> = t.lines().collect();
+                    lines[lines.len().saturating_sub(40)..].join("\n")
+                })
+                .unwrap_or_default();
+            panic!(
+                "{name} did not finish within {limit:?} ({:?} since the wait began)\n{tail}",
+                started.elapsed()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -1922,7 +1947,7 @@ async fn replay_of_a_kafka_range_merges_partitions_in_time_order() {
         let at = base + 1000 * i as i64;
         send_to(&producer, &topic, (i % 2) as i32, r, Some(at)).await;
     }
-    let dir = std::env::temp_dir().join(format!("neardup-range-{}", std::process::id()));
+    let dir = Scratch::new("range");
     let replay = |name: &str, extra: &[&str]| {
         let out = dir.join(name);
         let o = Command::new(env!("CARGO_BIN_EXE_neardup"))

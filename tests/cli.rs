@@ -9,6 +9,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
+#[path = "scratch.rs"]
+mod scratch;
+use scratch::Scratch;
+
 fn neardup(args: &[&str]) -> std::process::Output {
     let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args(args)
@@ -32,7 +36,7 @@ fn lines(dir: &Path, kind: OutputKind) -> Vec<Vec<u8>> {
 
 #[test]
 fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
-    let dir = tempdir("replay");
+    let dir = Scratch::new("replay");
     let sample = sample_crawl(&SampleOptions::default());
     let input = dir.join("events.jsonl.gz");
     let mut gz = flate2::write::GzEncoder::new(
@@ -136,14 +140,19 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
 }
 
 #[test]
-fn replay_reports_a_missing_input_file_clearly() {
+fn replay_reports_a_missing_input_file_clearly_and_writes_nothing() {
+    let dir = Scratch::new("missing-input");
+    std::fs::write(dir.join("present.jsonl"), b"").unwrap();
+    let never = dir.join("never");
     let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args([
             "replay",
             "--input",
+            dir.join("present.jsonl").to_str().unwrap(),
+            "--input",
             "/nonexistent/x.jsonl",
             "--out",
-            "/tmp/neardup-never",
+            never.to_str().unwrap(),
         ])
         .output()
         .unwrap();
@@ -153,11 +162,15 @@ fn replay_reports_a_missing_input_file_clearly() {
         err.contains("cannot open input file /nonexistent/x.jsonl"),
         "{err}"
     );
+    assert!(
+        !never.exists(),
+        "a failed replay created its output directory"
+    );
 }
 
 #[test]
 fn demo_runs_on_the_embedded_cluster_and_finds_the_sample_duplicates() {
-    let dir = tempdir("demo");
+    let dir = Scratch::new("demo");
     let out = neardup(&["demo", "--out", dir.to_str().unwrap()]);
     let stdout = String::from_utf8(out.stdout).unwrap();
     let sample = sample_crawl(&SampleOptions::default());
@@ -193,7 +206,7 @@ fn demo_runs_on_the_embedded_cluster_and_finds_the_sample_duplicates() {
 
 #[test]
 fn eval_scores_a_replay_directory_against_a_truth_as_json() {
-    let dir = tempdir("eval");
+    let dir = Scratch::new("eval");
     let truth = dir.join("truth.json");
     std::fs::write(
         &truth,
@@ -474,13 +487,6 @@ fn browser_dom(page: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("neardup-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// One WARC record, gzip-compressed on its own (the `.warc.gz` convention).
 fn warc_record(
     out: &mut Vec<u8>,
@@ -512,7 +518,7 @@ fn warc_record(
 fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD;
-    let dir = tempdir("warc");
+    let dir = Scratch::new("warc");
     let sample = sample_crawl(&SampleOptions::default());
     let bad: BTreeSet<usize> = sample.bad_records.iter().map(|(i, _)| *i).collect();
     let mut warc = vec![];
@@ -697,7 +703,7 @@ fn neardup_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
 
 #[test]
 fn configuration_layers_file_under_environment_under_flags() {
-    let dir = tempdir("config");
+    let dir = Scratch::new("config");
     let file = dir.join("neardup.toml");
     std::fs::write(
         &file,
@@ -767,7 +773,7 @@ fn configuration_layers_file_under_environment_under_flags() {
 
 #[test]
 fn configuration_errors_name_the_setting() {
-    let dir = tempdir("config-errors");
+    let dir = Scratch::new("config-errors");
     let cases: [(&str, &[&str], &[&str]); 8] = [
         (
             "brokers = \"k:1\"\n[topology]\nwindw = \"7d\"\n",

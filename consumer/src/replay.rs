@@ -357,6 +357,11 @@ pub fn replay_files(
     cfg: neardup_topology::Config,
     sign_cache: usize,
 ) -> Result<ReplayReport> {
+    // Every input is checked before any output is created, so a mistyped path leaves nothing
+    // behind that looks like a (empty) result.
+    for path in inputs {
+        File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
+    }
     let mut r = Replayer::new(out_dir, cfg, sign_cache)?;
     let total: u64 = inputs
         .iter()
