@@ -64,6 +64,13 @@ if ! tests/kafka-pg-broker.sh install; then
 fi
 
 # --- the tests ---------------------------------------------------------------------------------
+# A debug build of the workspace and its tests takes about 6 GiB under target/; a full disk shows
+# up as "No space left on device" in the middle of a compile, so say it first.
+free_kib=$(df -Pk "$ROOT" | awk 'NR==2 {print $4}')
+if [ "${free_kib:-0}" -lt $((8 * 1024 * 1024)) ]; then
+  echo "== WARNING: only $((free_kib / 1024)) MiB free on the disk of $ROOT; the build needs about 6 GiB"
+  echo "   (free space, e.g. old target/ directories or leftovers under ${TMPDIR:-/tmp})"
+fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo test (workspace)"
