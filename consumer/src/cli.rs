@@ -119,7 +119,7 @@ pub struct TopologyArgs {
     pub min_jaccard_renamed_on_site: f64,
     /// Default policy: the same minimum for pages whose titles differ and whose URLs end in
     /// different names or are on one site (the URL and the title both say they are different
-    /// documents).
+    /// documents); the threshold of their names alone still applies if it is higher.
     #[arg(long, default_value_t = 0.98, env = "NEARDUP_MIN_JACCARD_RETITLED")]
     pub min_jaccard_retitled: f64,
     /// Default policy: compare pages' titles (`--min-jaccard-retitled`); `--titles false` judges

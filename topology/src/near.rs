@@ -169,7 +169,8 @@ pub struct NearConfig {
     /// positives among same-site pairs; a site rarely serves one document under two names.
     pub min_jaccard_renamed_on_site: f64,
     /// Default policy: minimum discounted Jaccard for pages whose titles differ (both pages
-    /// have one) and whose URLs end in different names or are on one site. The name and the
+    /// have one) and whose URLs end in different names or are on one site (or the threshold
+    /// of their names alone, if higher). The name and the
     /// title are a page's two statements of which document it is; when both differ, only
     /// near-identical text overrules them (API pages of two classes whose shared members are
     /// most of their text, on two mirrors of one manual). On one site the URL's path tells
@@ -426,11 +427,20 @@ impl NearConfig {
             Policy::AlgC => c.c_similarity >= 372,
             Policy::Combined => c.b_similarity >= 2 && c.c_similarity >= 355,
             Policy::Neardup => {
+                let by_names = |same_name: bool, one_site: bool| match (same_name, one_site) {
+                    (true, _) => self.min_jaccard,
+                    (false, true) => self.min_jaccard_renamed_on_site,
+                    (false, false) => self.min_jaccard_renamed,
+                };
                 let min_jaccard = match naming {
                     Naming::SameName => self.min_jaccard,
                     Naming::Renamed => self.min_jaccard_renamed,
                     Naming::RenamedOnSite => self.min_jaccard_renamed_on_site,
-                    Naming::Retitled => self.min_jaccard_retitled,
+                    // A different title never makes a pair easier than its names alone.
+                    Naming::Retitled {
+                        same_name,
+                        one_site,
+                    } => by_names(same_name, one_site).max(self.min_jaccard_retitled),
                 };
                 c.same_text
                     || ((c.support >= self.min_support
@@ -456,8 +466,14 @@ pub enum Naming {
     Renamed,
     /// Different names on one site.
     RenamedOnSite,
-    /// Different titles, and different names or one site.
-    Retitled,
+    /// Different titles, and different names or one site: held to the stricter of
+    /// `min_jaccard_retitled` and the threshold of the names alone.
+    Retitled {
+        /// The URLs end in the same name.
+        same_name: bool,
+        /// Both pages are on one site.
+        one_site: bool,
+    },
 }
 
 impl Naming {
@@ -469,7 +485,10 @@ impl Naming {
         let one_site = sites.0 == sites.1;
         let retitled = titles.0 != 0 && titles.1 != 0 && titles.0 != titles.1;
         if retitled && (one_site || !same) {
-            Naming::Retitled
+            Naming::Retitled {
+                same_name: same,
+                one_site,
+            }
         } else if same {
             Naming::SameName
         } else if one_site {
@@ -2234,27 +2253,51 @@ mod tests {
             url_name("http://a.example/x.html"),
             url_name("http://b.example/y.html"),
         );
-        assert_eq!(Naming::of((x, y), (1, 2), (5, 6)), Naming::Retitled);
-        assert_eq!(Naming::of((x, y), (1, 1), (5, 6)), Naming::Retitled);
+        let retitled = |same_name, one_site| Naming::Retitled {
+            same_name,
+            one_site,
+        };
+        assert_eq!(Naming::of((x, y), (1, 2), (5, 6)), retitled(false, false));
+        assert_eq!(Naming::of((x, y), (1, 1), (5, 6)), retitled(false, true));
         assert_eq!(Naming::of((x, y), (1, 2), (5, 5)), Naming::Renamed);
         assert_eq!(Naming::of((x, y), (1, 2), (5, 0)), Naming::Renamed);
         assert_eq!(Naming::of((x, y), (1, 1), (0, 6)), Naming::RenamedOnSite);
         assert_eq!(Naming::of((x, x), (1, 2), (5, 6)), Naming::SameName);
         assert_eq!(Naming::of((0, 0), (1, 2), (5, 6)), Naming::SameName);
-        assert_eq!(Naming::of((x, x), (1, 1), (5, 6)), Naming::Retitled);
-        assert_eq!(Naming::of((0, 0), (1, 1), (5, 6)), Naming::Retitled);
+        assert_eq!(Naming::of((x, x), (1, 1), (5, 6)), retitled(true, true));
+        assert_eq!(Naming::of((0, 0), (1, 1), (5, 6)), retitled(true, true));
         assert_eq!(Naming::of((0, 0), (1, 1), (5, 5)), Naming::SameName);
         let cfg = NearConfig::default();
         // Jaccard ≈ 0.95: short of 0.98.
         let (a, b) = differing_in_first(4);
         let c = compare(&a, 0, &b, 0);
-        assert_eq!(cfg.verdict(&a, &b, &c, Naming::Retitled), None);
+        assert_eq!(cfg.verdict(&a, &b, &c, retitled(false, false)), None);
         assert!(cfg.verdict(&a, &b, &c, Naming::Renamed).is_some());
         // One min-value of 84 differs: Jaccard ≈ 0.988.
         let (a, b) = differing_in_first(1);
         let c = compare(&a, 0, &b, 0);
         assert!(c.discounted_jaccard >= 0.98, "{c:?}");
-        assert!(cfg.verdict(&a, &b, &c, Naming::Retitled).is_some());
+        assert!(cfg.verdict(&a, &b, &c, retitled(false, false)).is_some());
+        // A lower retitled threshold does not undercut the names' own: renamed on one site
+        // still needs 0.98, and a Jaccard of 0.95 passes only where the names allow it.
+        let low = NearConfig {
+            min_jaccard_retitled: 0.5,
+            ..NearConfig::default()
+        };
+        let (a, b) = differing_in_first(4);
+        let c = compare(&a, 0, &b, 0);
+        assert_eq!(low.verdict(&a, &b, &c, retitled(false, true)), None);
+        assert!(low.verdict(&a, &b, &c, retitled(false, false)).is_some());
+        assert!(low.verdict(&a, &b, &c, retitled(true, true)).is_some());
+        // A higher one holds every retitled pair to it.
+        let high = NearConfig {
+            min_jaccard_retitled: 0.99,
+            ..NearConfig::default()
+        };
+        let (a, b) = differing_in_first(1);
+        let c = compare(&a, 0, &b, 0);
+        assert_eq!(high.verdict(&a, &b, &c, retitled(true, true)), None);
+        assert!(high.verdict(&a, &b, &c, Naming::SameName).is_some());
     }
 
     /// 40 pages of one site share a template on bands 0..17 and differ in bands 17..21. A page

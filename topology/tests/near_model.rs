@@ -157,7 +157,10 @@ fn expected_pairs(
             let one_site = site_of(URLS[x]) == site_of(URLS[y]);
             let named =
                 if a.title != 0 && b.title != 0 && a.title != b.title && (one_site || !same_name) {
-                    Naming::Retitled
+                    Naming::Retitled {
+                        same_name,
+                        one_site,
+                    }
                 } else if same_name {
                     Naming::SameName
                 } else if one_site {
