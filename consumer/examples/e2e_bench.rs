@@ -28,7 +28,8 @@
 //!
 //! `--split-latency` makes step 4's live run go through the split stages (sign, index, cluster
 //! and mirror, each a process of its own) instead of the all-in-one process, and prints each
-//! hop's delay (page produced -> `internal.signed` -> `internal.indexed`, record by record);
+//! hop's delay (page produced -> `internal.signed` -> `internal.indexed`, record by record,
+//! and from a page's `internal.indexed` record to its pair events);
 //! `--live-stages sign,index` runs only the stages listed.
 //!
 //! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumer (repeatable);
@@ -463,11 +464,14 @@ fn main() {
     for runner in runners {
         let _ = runner.join();
     }
+    // The internal records' append times, one per page event, in input order.
+    let mut indexed: Vec<i64> = vec![];
     if stages != ["all"] {
         // Each hop's delay, record by record: the stages keep the order of the one partition,
         // and every page event gives one record to each internal topic.
         let at = |t: &str| stamps(&brokers, &format!("{}{t}", prefix("live")));
-        let (signed, indexed) = (at("internal.signed"), at("internal.indexed"));
+        let signed = at("internal.signed");
+        indexed = at("internal.indexed");
         for (hop, from, to) in [
             ("page produced -> signed", &produced, &signed),
             ("signed -> indexed", &signed, &indexed),
@@ -490,16 +494,21 @@ fn main() {
             );
         }
     }
-    let mut sent: HashMap<(String, String), i64> = HashMap::new();
-    for (l, t) in lines[..n].iter().zip(&produced) {
+    // (produce time, input position) of each page event.
+    let mut sent: HashMap<(String, String), (i64, usize)> = HashMap::new();
+    for (i, (l, t)) in lines[..n].iter().zip(&produced).enumerate() {
         if let Ok(v) = serde_json::from_slice::<serde_json::Value>(l) {
             if let (Some(u), Some(f)) = (v["url"].as_str(), v["fetched_at"].as_str()) {
-                sent.insert((u.to_owned(), f.to_owned()), *t);
+                sent.insert((u.to_owned(), f.to_owned()), (*t, i));
             }
         }
     }
     // (produce time from the first page's, delay) of each pair event.
     let mut by_time: Vec<(i64, i64)> = vec![];
+    // Split stages: the delay from the page's internal.indexed record to its pair event (both
+    // appended by the index stage).
+    let matched = indexed.len() == n;
+    let mut after_indexed: Vec<i64> = vec![];
     for (ts, p) in read_all(&brokers, &format!("{}pairs", prefix("live"))) {
         let v: serde_json::Value = serde_json::from_slice(&p).expect("pair event");
         if v["state"] != "detected" {
@@ -508,8 +517,11 @@ fn main() {
         let at = v["at"].as_str().unwrap_or("").to_owned();
         for side in ["a", "b"] {
             let key = (v[side].as_str().unwrap_or("").to_owned(), at.clone());
-            if let Some(t) = sent.get(&key) {
+            if let Some(&(t, i)) = sent.get(&key) {
                 by_time.push((t - produced[0], ts - t));
+                if matched {
+                    after_indexed.push(ts - indexed[i]);
+                }
                 break;
             }
         }
@@ -558,6 +570,16 @@ fn main() {
         percentile(&steady, 0.99),
         steady.last().copied().unwrap_or(0)
     );
+    if !after_indexed.is_empty() {
+        after_indexed.sort_unstable();
+        println!(
+            "  page's internal.indexed record -> its pair event: median {} ms, p99 {} ms, min {} ms, max {} ms",
+            percentile(&after_indexed, 0.5),
+            percentile(&after_indexed, 0.99),
+            after_indexed[0],
+            after_indexed.last().copied().unwrap_or(0)
+        );
+    }
 }
 
 /// The internal topics of a split topology with a mirror stage (one partition each, as the
