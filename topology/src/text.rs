@@ -352,13 +352,7 @@ fn push_text(run: &str, in_pre: bool, out: &mut String) {
     // lead byte is 0xEF: one branch-free pass over the bytes tells, and such a run is copied
     // with its line breaks as spaces. The general path below made three searches per run
     // (line breaks, entities, U+FFFC), which cost more than the short runs themselves.
-    let b = run.as_bytes();
-    let (entity_or_mark, line_break) = b.iter().fold((false, false), |(e, l), &c| {
-        (
-            e | (c == b'&') | (c == 0xEF),
-            l | (c == b'\n') | (c == b'\r'),
-        )
-    });
+    let (entity_or_mark, line_break) = scan_run(run.as_bytes());
     if !entity_or_mark {
         if in_pre || !line_break {
             out.push_str(run);
@@ -368,6 +362,19 @@ fn push_text(run: &str, in_pre: bool, out: &mut String) {
         return;
     }
     push_text_general(run, in_pre, out);
+}
+
+/// Whether a text run holds an entity or U+FFFC (its lead byte 0xEF), and whether it holds a
+/// line break. Byte flags OR-ed into integers with no early exit, so the compiler turns the loop
+/// into vector compares (a fold over a pair of bools stayed one byte at a time, 10 % of
+/// `sign_bench`'s samples).
+fn scan_run(b: &[u8]) -> (bool, bool) {
+    let (mut entity_or_mark, mut line_break) = (0u8, 0u8);
+    for &c in b {
+        entity_or_mark |= u8::from(c == b'&') | u8::from(c == 0xEF);
+        line_break |= u8::from(c == b'\n') | u8::from(c == b'\r');
+    }
+    (entity_or_mark != 0, line_break != 0)
 }
 
 /// [`push_text`] for any run: entities decoded, a U+FFFC of the page blanked and, outside
@@ -907,7 +914,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn the_quick_path_for_plain_runs_writes_what_the_general_one_does(
-            run in "([a-z .]{0,4}|\n|\r|&|&amp;|&lt;b&gt;|&#xFFFC;|\u{FFFC}|\u{F000}|\u{FFFD}|\u{E9}|\t){0,12}",
+            run in "([a-z .]{0,4}|[a-z ]{20,40}|\n|\r|&|&amp;|&lt;b&gt;|&#xFFFC;|\u{FFFC}|\u{F000}|\u{FFFD}|\u{E9}|\t){0,12}",
             in_pre: bool,
         ) {
             let (mut quick, mut general) = (String::from("x"), String::from("x"));
