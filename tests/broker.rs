@@ -279,10 +279,15 @@ impl Setup {
             None,
             KillOnDrop(self.spawn(&[first, &["--exit-at-end"][..]].concat())),
         ));
+        // One deadline for the whole group: the first stage waited for exits only after every
+        // stage upstream of it has, so its wait is nearly the whole run (47-54 s alone; two
+        // broker tests run at once on the two cores of CI).
+        let deadline = Instant::now() + Duration::from_secs(240);
         let mut logs = BTreeMap::new();
         for (name, log, c) in &mut running {
+            let left = deadline.saturating_duration_since(Instant::now());
             assert!(
-                wait_named(&mut c.0, Duration::from_secs(120), name, log.as_deref()).success(),
+                wait_named(&mut c.0, left, name, log.as_deref()).success(),
                 "{name}"
             );
             if let Some(log) = log {
