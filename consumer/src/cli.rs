@@ -54,7 +54,7 @@ pub struct TopologyArgs {
     pub max_output_bytes: usize,
     /// Memory for the signatures of recent fetches, by URL: a page fetched again with the same
     /// body takes them from here instead of being signed again (the outputs are the same).
-    /// To help, it must hold the URLs fetched over a crawl cycle (about 6.5 KB each on the
+    /// To help, it must hold the URLs fetched over a crawl cycle (about 3.2 KB each on the
     /// bench's medium crawl); 0 turns it off. Accepts a unit: `256MiB`, `1GiB`.
     #[arg(long, default_value = "256MiB", value_parser = parse_size, env = "NEARDUP_SIGN_CACHE")]
     pub sign_cache: usize,

@@ -16,8 +16,9 @@
 //! outputs do not depend on the cache, its size or which thread filled it.
 //!
 //! Entries keep the signatures as numbers (their hex is written again on a hit) and the
-//! out-links in one string. The cache is bounded by an approximate byte budget: about 6.5 KB
-//! per page of the bench's medium crawl, most of it out-links. A crawl refetches its URLs in
+//! out-links front-coded (each link as the length of the prefix it shares with the one before
+//! and the rest), rebuilt on a hit. The cache is bounded by an approximate byte budget: about
+//! 3.2 KB per page of the bench's medium crawl (6.8 KB with the links written out whole). A crawl refetches its URLs in
 //! cycles, and evicting the least recently used entry to admit a new one would, with a cycle of
 //! more URLs than the cache holds, evict every entry just before its URL comes again: no hit at
 //! all. So a full cache admits a page only in place of entries whose last fetch is more than one
@@ -34,8 +35,9 @@ use crate::signed::SignedParts;
 use neardup_schemas::PageEvent;
 
 /// Per-entry bookkeeping beyond the signatures and the URL: the map slot, the list links, the
-/// entry's fields (an estimate, used only against the budget).
-const ENTRY_OVERHEAD: usize = 128;
+/// entry's fields (an estimate, used only against the budget: the entry is 112 bytes, the list
+/// node adds its key's `String` and two links, the map a pointer and a control byte).
+const ENTRY_OVERHEAD: usize = 176;
 
 /// A shared cache of signatures; one per configuration, used by every preparing thread.
 pub struct SignCache {
@@ -61,8 +63,99 @@ struct Entry {
     form: Option<Option<String>>,
     /// Event time of the URL's latest fetch with this body.
     at_ms: i64,
+    /// The signatures; without their out-links when `links` holds them.
     parts: Arc<SignedParts>,
+    /// The out-links, front-coded (`None`: a page without links, whose `parts` are whole).
+    links: Option<FrontCoded>,
     bytes: usize,
+}
+
+/// A list of strings, each stored as the length of the prefix it shares with the one before it
+/// and the rest. A page's out-links mostly share their scheme, host and directories.
+#[derive(Debug, Default, PartialEq)]
+struct FrontCoded {
+    /// Per string, LEB128: the shared prefix's length, then the rest's.
+    lengths: Vec<u8>,
+    /// The rests, concatenated (each starts on a character boundary).
+    rests: String,
+}
+
+impl FrontCoded {
+    fn encode<'a>(strings: impl Iterator<Item = &'a str>) -> Self {
+        let mut out = FrontCoded::default();
+        let mut previous = "";
+        for s in strings {
+            let mut shared = s
+                .bytes()
+                .zip(previous.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
+            while !s.is_char_boundary(shared) {
+                shared -= 1;
+            }
+            push_leb128(&mut out.lengths, shared);
+            push_leb128(&mut out.lengths, s.len() - shared);
+            out.rests.push_str(&s[shared..]);
+            previous = s;
+        }
+        out.lengths.shrink_to_fit();
+        out.rests.shrink_to_fit();
+        out
+    }
+
+    /// The strings concatenated, and where each ends; `None` if the coding is damaged (it
+    /// cannot be, but a miss is the safe answer).
+    fn decode(&self) -> Option<(String, Vec<usize>)> {
+        // Sized exactly first: the pages that get them keep them.
+        let (mut at, mut total, mut count) = (0, 0, 0);
+        while at < self.lengths.len() {
+            total += read_leb128(&self.lengths, &mut at)? + read_leb128(&self.lengths, &mut at)?;
+            count += 1;
+        }
+        let mut all: Vec<u8> = Vec::with_capacity(total);
+        let mut ends = Vec::with_capacity(count);
+        let (mut at, mut rest_at, mut previous_start) = (0, 0, 0);
+        while at < self.lengths.len() {
+            let shared = read_leb128(&self.lengths, &mut at)?;
+            let rest = read_leb128(&self.lengths, &mut at)?;
+            let start = all.len();
+            let previous_end = *ends.last().unwrap_or(&0);
+            if shared > previous_end - previous_start {
+                return None;
+            }
+            all.extend_from_within(previous_start..previous_start + shared);
+            all.extend_from_slice(self.rests.as_bytes().get(rest_at..rest_at + rest)?);
+            rest_at += rest;
+            ends.push(all.len());
+            previous_start = start;
+        }
+        Some((String::from_utf8(all).ok()?, ends))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.lengths.capacity() + self.rests.capacity()
+    }
+}
+
+fn push_leb128(out: &mut Vec<u8>, mut v: usize) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn read_leb128(b: &[u8], at: &mut usize) -> Option<usize> {
+    let mut v = 0usize;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*at)?;
+        *at += 1;
+        v |= usize::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// What a cache holds and did, for metrics and summaries.
@@ -154,8 +247,21 @@ impl SignCache {
                 .filter(|e| e.body == f.body && e.form.as_ref().map(|c| c.as_deref()) == f.form)
                 .map(|e| {
                     e.at_ms = e.at_ms.max(f.at_ms);
-                    Arc::clone(&e.parts)
+                    (
+                        Arc::clone(&e.parts),
+                        e.links.as_ref().map(FrontCoded::decode),
+                    )
                 })
+        };
+        // The links are put back outside the lock.
+        let hit = match hit {
+            None | Some((_, Some(None))) => None,
+            Some((parts, None)) => Some(parts),
+            Some((parts, Some(Some((links, link_ends))))) => Some(Arc::new(SignedParts {
+                links,
+                link_ends,
+                ..SignedParts::clone(&parts)
+            })),
         };
         if hit.is_some() {
             self.hits.fetch_add(1, Ordering::Relaxed);
@@ -168,8 +274,26 @@ impl SignCache {
     /// a window older.
     pub(crate) fn put(&self, f: &Fetch<'_>, parts: Arc<SignedParts>) {
         self.misses.fetch_add(1, Ordering::Relaxed);
+        if self.budget == 0 {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let (url, at_ms) = (f.url, f.at_ms);
-        let bytes = parts.heap_bytes() + url.len() + ENTRY_OVERHEAD;
+        let (parts, links) = match parts.link_ends.is_empty() {
+            true => (parts, None),
+            false => (
+                Arc::new(SignedParts {
+                    links: String::new(),
+                    link_ends: Vec::new(),
+                    ..SignedParts::clone(&parts)
+                }),
+                Some(FrontCoded::encode(parts.links())),
+            ),
+        };
+        let bytes = parts.heap_bytes()
+            + links.as_ref().map_or(0, FrontCoded::heap_bytes)
+            + url.len()
+            + ENTRY_OVERHEAD;
         let mut inner = self.lock();
         // The URL's earlier entry makes room in any case: it is out of date.
         if let Some(old) = inner.lru.pop(url) {
@@ -195,6 +319,7 @@ impl SignCache {
             form: f.form.map(|c| c.map(str::to_owned)),
             at_ms,
             parts,
+            links,
             bytes,
         };
         inner.lru.put(url.to_owned(), entry);
@@ -323,6 +448,60 @@ mod tests {
                 prop_assert!(s.refused <= s.misses);
             }
         }
+    }
+
+    proptest! {
+        /// Front coding gives back every list of strings, multi-byte characters and empty
+        /// strings included.
+        #[test]
+        fn front_coding_gives_back_the_strings(
+            strings in proptest::collection::vec("(http://a\\.example/|é|ü/|x|/|€){0,12}", 0..20),
+        ) {
+            let coded = FrontCoded::encode(strings.iter().map(String::as_str));
+            let (all, ends) = coded.decode().expect("decodes");
+            let starts = std::iter::once(0).chain(ends.iter().copied());
+            let back: Vec<&str> = starts.zip(&ends).map(|(a, &b)| &all[a..b]).collect();
+            prop_assert_eq!(back, strings.iter().map(String::as_str).collect::<Vec<_>>());
+            prop_assert_eq!(all.len(), all.capacity());
+        }
+    }
+
+    /// Links that share a long prefix take little room, and a damaged coding is refused, not
+    /// read past its end.
+    #[test]
+    fn front_coding_stores_shared_prefixes_once() {
+        let links: Vec<String> = (0..100)
+            .map(|i| {
+                format!(
+                    "https://docs.example.org/manual/chapter-{}/section-{i}.html",
+                    i / 10
+                )
+            })
+            .collect();
+        let plain: usize = links.iter().map(String::len).sum();
+        let coded = FrontCoded::encode(links.iter().map(String::as_str));
+        assert!(
+            coded.heap_bytes() * 4 < plain,
+            "{} of {plain}",
+            coded.heap_bytes()
+        );
+        for cut in [1, 2, coded.lengths.len() / 2] {
+            let damaged = FrontCoded {
+                lengths: coded.lengths[..coded.lengths.len() - cut].to_vec(),
+                rests: coded.rests.clone(),
+            };
+            let _ = damaged.decode();
+        }
+        let wrong = FrontCoded {
+            lengths: vec![5, 1],
+            rests: "x".into(),
+        };
+        assert_eq!(wrong.decode(), None, "a first string cannot share a prefix");
+        let short = FrontCoded {
+            lengths: vec![0, 9],
+            rests: "x".into(),
+        };
+        assert_eq!(short.decode(), None, "a rest past the end");
     }
 
     /// A hit needs the same URL, the same body written the same way, and the same way of
