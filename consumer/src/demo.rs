@@ -198,8 +198,13 @@ fn report(sample: &crate::sample::SampleCrawl, outputs: &[Emit]) {
             .count()
     };
     println!(
-        "\npairs: {} detected ({} exact, {} virtually identical, {} very similar), {} retracted; \
-         the sample has {} exact-duplicate pairs by construction, {} of them found",
+        "\npairs: {} detected, of {} distinct pairs ({} exact, {} virtually identical, {} very \
+         similar), {} retracted; the sample has {} exact-duplicate pairs by construction, {} of \
+         them found",
+        pairs
+            .iter()
+            .filter(|p| p.state == PairState::Detected)
+            .count(),
         detected.len(),
         at_level(PairLevel::Exact),
         at_level(PairLevel::VirtuallyIdentical),
