@@ -358,7 +358,7 @@ pub fn replay_files(
     sign_cache: usize,
 ) -> Result<ReplayReport> {
     // Every input is checked before any output is created, so a mistyped path leaves nothing
-    // behind that looks like a (empty) result.
+    // behind that looks like an empty result.
     for path in inputs {
         File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
     }

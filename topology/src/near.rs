@@ -170,10 +170,10 @@ pub struct NearConfig {
     pub min_jaccard_renamed_on_site: f64,
     /// Default policy: minimum discounted Jaccard for pages whose titles differ (both pages
     /// have one) and whose URLs end in different names or are on one site (or the threshold
-    /// of their names alone, if higher). The name and the
-    /// title are a page's two statements of which document it is; when both differ, only
-    /// near-identical text overrules them (API pages of two classes whose shared members are
-    /// most of their text, on two mirrors of one manual). On one site the URL's path tells
+    /// of their names alone, if higher). The name and the title are a page's two statements
+    /// of which document it is; when both differ, only near-identical text overrules them
+    /// (API pages of two classes whose shared members are most of their text, on two mirrors
+    /// of one manual). On one site the URL's path tells
     /// documents apart even under one name (`nfs/index.html`, `spufs/index.html`), so a
     /// different title is enough. Across sites under one name it is not: a parked domain's
     /// page names its own domain in its title.
