@@ -18,8 +18,9 @@
 //! Entries keep the signatures as numbers (their hex is written again on a hit) and the
 //! out-links front-coded (each link as the length of the prefix it shares with the one before
 //! and the rest), rebuilt on a hit. The cache is bounded by an approximate byte budget: about
-//! 3.2 KB per page of the bench's medium crawl (6.8 KB with the links written out whole). A crawl refetches its URLs in
-//! cycles, and evicting the least recently used entry to admit a new one would, with a cycle of
+//! 3.2 KB per page of the bench's medium crawl (6.8 KB with the links written out whole).
+//!
+//! A crawl refetches its URLs in cycles, and evicting the least recently used entry to admit a new one would, with a cycle of
 //! more URLs than the cache holds, evict every entry just before its URL comes again: no hit at
 //! all. So a full cache admits a page only in place of entries whose last fetch is more than one
 //! window older (in event time) than this one, oldest first; otherwise the page is signed and
@@ -65,8 +66,9 @@ struct Entry {
     at_ms: i64,
     /// The signatures; without their out-links when `links` holds them.
     parts: Arc<SignedParts>,
-    /// The out-links, front-coded (`None`: a page without links, whose `parts` are whole).
-    links: Option<FrontCoded>,
+    /// The out-links, front-coded (`None`: a page without links, whose `parts` are whole);
+    /// shared, so that a hit decodes them outside the lock.
+    links: Option<Arc<FrontCoded>>,
     bytes: usize,
 }
 
@@ -106,11 +108,22 @@ impl FrontCoded {
     /// The strings concatenated, and where each ends; `None` if the coding is damaged (it
     /// cannot be, but a miss is the safe answer).
     fn decode(&self) -> Option<(String, Vec<usize>)> {
-        // Sized exactly first: the pages that get them keep them.
-        let (mut at, mut total, mut count) = (0, 0, 0);
+        // Checked and sized first (the pages that get them keep them): each string shares at
+        // most the one before it, and the rests add up to what is stored.
+        let (mut at, mut total, mut count, mut rests, mut previous) = (0, 0usize, 0, 0usize, 0);
         while at < self.lengths.len() {
-            total += read_leb128(&self.lengths, &mut at)? + read_leb128(&self.lengths, &mut at)?;
+            let shared = read_leb128(&self.lengths, &mut at)?;
+            let rest = read_leb128(&self.lengths, &mut at)?;
+            if shared > previous {
+                return None;
+            }
+            previous = shared.checked_add(rest)?;
+            total = total.checked_add(previous)?;
+            rests = rests.checked_add(rest)?;
             count += 1;
+        }
+        if rests != self.rests.len() {
+            return None;
         }
         let mut all: Vec<u8> = Vec::with_capacity(total);
         let mut ends = Vec::with_capacity(count);
@@ -119,10 +132,6 @@ impl FrontCoded {
             let shared = read_leb128(&self.lengths, &mut at)?;
             let rest = read_leb128(&self.lengths, &mut at)?;
             let start = all.len();
-            let previous_end = *ends.last().unwrap_or(&0);
-            if shared > previous_end - previous_start {
-                return None;
-            }
             all.extend_from_within(previous_start..previous_start + shared);
             all.extend_from_slice(self.rests.as_bytes().get(rest_at..rest_at + rest)?);
             rest_at += rest;
@@ -247,21 +256,20 @@ impl SignCache {
                 .filter(|e| e.body == f.body && e.form.as_ref().map(|c| c.as_deref()) == f.form)
                 .map(|e| {
                     e.at_ms = e.at_ms.max(f.at_ms);
-                    (
-                        Arc::clone(&e.parts),
-                        e.links.as_ref().map(FrontCoded::decode),
-                    )
+                    (Arc::clone(&e.parts), e.links.clone())
                 })
         };
-        // The links are put back outside the lock.
+        // The links are decoded and put back outside the lock.
         let hit = match hit {
-            None | Some((_, Some(None))) => None,
+            None => None,
             Some((parts, None)) => Some(parts),
-            Some((parts, Some(Some((links, link_ends))))) => Some(Arc::new(SignedParts {
-                links,
-                link_ends,
-                ..SignedParts::clone(&parts)
-            })),
+            Some((parts, Some(links))) => links.decode().map(|(links, link_ends)| {
+                Arc::new(SignedParts {
+                    links,
+                    link_ends,
+                    ..SignedParts::clone(&parts)
+                })
+            }),
         };
         if hit.is_some() {
             self.hits.fetch_add(1, Ordering::Relaxed);
@@ -287,11 +295,11 @@ impl SignCache {
                     link_ends: Vec::new(),
                     ..SignedParts::clone(&parts)
                 }),
-                Some(FrontCoded::encode(parts.links())),
+                Some(Arc::new(FrontCoded::encode(parts.links()))),
             ),
         };
         let bytes = parts.heap_bytes()
-            + links.as_ref().map_or(0, FrontCoded::heap_bytes)
+            + links.as_deref().map_or(0, FrontCoded::heap_bytes)
             + url.len()
             + ENTRY_OVERHEAD;
         let mut inner = self.lock();
@@ -492,16 +500,34 @@ mod tests {
             };
             let _ = damaged.decode();
         }
-        let wrong = FrontCoded {
-            lengths: vec![5, 1],
-            rests: "x".into(),
+        let decode = |lengths: &[u8], rests: &str| {
+            FrontCoded {
+                lengths: lengths.to_vec(),
+                rests: rests.into(),
+            }
+            .decode()
         };
-        assert_eq!(wrong.decode(), None, "a first string cannot share a prefix");
-        let short = FrontCoded {
-            lengths: vec![0, 9],
-            rests: "x".into(),
-        };
-        assert_eq!(short.decode(), None, "a rest past the end");
+        assert_eq!(decode(&[0, 1, 1, 0], "x"), Some(("xx".into(), vec![1, 2])));
+        assert_eq!(
+            decode(&[5, 1], "x"),
+            None,
+            "a first string sharing a prefix"
+        );
+        assert_eq!(
+            decode(&[0, 1, 2, 0], "x"),
+            None,
+            "sharing more than the string before"
+        );
+        assert_eq!(decode(&[0, 9], "x"), None, "a rest past the end");
+        assert_eq!(decode(&[0, 1], "xy"), None, "rests left over");
+        assert_eq!(
+            decode(
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0],
+                "x"
+            ),
+            None,
+            "a length no string has"
+        );
     }
 
     /// A hit needs the same URL, the same body written the same way, and the same way of
