@@ -173,10 +173,9 @@ pub struct NearConfig {
     /// of their names alone, if higher). The name and the title are a page's two statements
     /// of which document it is; when both differ, only near-identical text overrules them
     /// (API pages of two classes whose shared members are most of their text, on two mirrors
-    /// of one manual). On one site the URL's path tells
-    /// documents apart even under one name (`nfs/index.html`, `spufs/index.html`), so a
-    /// different title is enough. Across sites under one name it is not: a parked domain's
-    /// page names its own domain in its title.
+    /// of one manual). On one site the URL's path tells documents apart even under one name
+    /// (`nfs/index.html`, `spufs/index.html`), so a different title is enough. Across sites
+    /// under one name it is not: a parked domain's page names its own domain in its title.
     pub min_jaccard_retitled: f64,
     /// Default policy: compare the pages' titles at all (false: pages are judged by their URLs
     /// alone, as if neither had a title).
@@ -427,21 +426,7 @@ impl NearConfig {
             Policy::AlgC => c.c_similarity >= 372,
             Policy::Combined => c.b_similarity >= 2 && c.c_similarity >= 355,
             Policy::Neardup => {
-                let by_names = |same_name: bool, one_site: bool| match (same_name, one_site) {
-                    (true, _) => self.min_jaccard,
-                    (false, true) => self.min_jaccard_renamed_on_site,
-                    (false, false) => self.min_jaccard_renamed,
-                };
-                let min_jaccard = match naming {
-                    Naming::SameName => self.min_jaccard,
-                    Naming::Renamed => self.min_jaccard_renamed,
-                    Naming::RenamedOnSite => self.min_jaccard_renamed_on_site,
-                    // A different title never makes a pair easier than its names alone.
-                    Naming::Retitled {
-                        same_name,
-                        one_site,
-                    } => by_names(same_name, one_site).max(self.min_jaccard_retitled),
-                };
+                let min_jaccard = self.min_jaccard_for(naming);
                 c.same_text
                     || ((c.support >= self.min_support
                         || (2 * c.support >= self.min_support && c.kept_agreeing == c.support))
@@ -454,6 +439,22 @@ impl NearConfig {
         } else {
             PairLevel::VerySimilar
         })
+    }
+
+    /// The default policy's minimum discounted Jaccard for pages related as `naming`.
+    fn min_jaccard_for(&self, naming: Naming) -> f64 {
+        match naming {
+            Naming::SameName => self.min_jaccard,
+            Naming::Renamed => self.min_jaccard_renamed,
+            Naming::RenamedOnSite => self.min_jaccard_renamed_on_site,
+            // A different title never makes a pair easier than its names alone.
+            Naming::Retitled {
+                same_name,
+                one_site,
+            } => self
+                .min_jaccard_for(Naming::by_names(same_name, one_site))
+                .max(self.min_jaccard_retitled),
+        }
     }
 }
 
@@ -489,12 +490,17 @@ impl Naming {
                 same_name: same,
                 one_site,
             }
-        } else if same {
-            Naming::SameName
-        } else if one_site {
-            Naming::RenamedOnSite
         } else {
-            Naming::Renamed
+            Naming::by_names(same, one_site)
+        }
+    }
+
+    /// The relation of two pages by their URLs alone.
+    fn by_names(same_name: bool, one_site: bool) -> Naming {
+        match (same_name, one_site) {
+            (true, _) => Naming::SameName,
+            (false, true) => Naming::RenamedOnSite,
+            (false, false) => Naming::Renamed,
         }
     }
 }
