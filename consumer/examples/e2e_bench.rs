@@ -292,11 +292,25 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let brokers = flag(&args, "--brokers").unwrap_or_else(|| "127.0.0.1:19092".into());
-    let events = flag(&args, "--events").expect("--events FILE (make_crawl.py's events.jsonl)");
+    let Some(events) = flag(&args, "--events").filter(|_| !args.iter().any(|a| a == "--help"))
+    else {
+        eprintln!(
+            "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
+             [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
+             [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] \
+             [--live-stages S,S] [-- NEARDUP_RUN_ARGS...]\n\
+             EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
+             (see the comment at the top of consumer/examples/e2e_bench.rs)"
+        );
+        std::process::exit(2);
+    };
     let limit: usize = flag(&args, "--limit").map_or(usize::MAX, |v| v.parse().expect("--limit N"));
     let latency_n: usize =
         flag(&args, "--latency-records").map_or(usize::MAX, |v| v.parse().expect("N"));
-    let file = std::fs::File::open(&events).expect("open --events");
+    let file = std::fs::File::open(&events).unwrap_or_else(|e| {
+        eprintln!("cannot open --events {events}: {e}");
+        std::process::exit(2)
+    });
     let lines: Vec<Vec<u8>> = std::io::BufReader::new(file)
         .split(b'\n')
         .map(|l| l.expect("read"))
