@@ -1095,6 +1095,9 @@ pub struct Fetch<'a> {
     pub crawl_id: Option<&'a str>,
 }
 
+/// The part of [`NearIndex::memory_parts`] that is not the index proper.
+const URL_PART: &str = "URLs";
+
 /// The sliding-window sketch index with its live pairs.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct NearIndex {
@@ -1260,20 +1263,48 @@ impl NearIndex {
     /// Bytes held by the index and the stored signatures (page records, tables, expiry heap,
     /// pair store), and separately by the URL strings and the URL map.
     pub fn memory_bytes(&self) -> (usize, usize) {
-        let index = self.pages.capacity() * std::mem::size_of::<Option<Page>>()
-            + self.window.bytes()
-            + self.slots.capacity() * std::mem::size_of::<SlotInfo>()
-            + self.shards.iter().map(|s| s.table.bytes()).sum::<usize>()
-            + self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1)
-            + self
-                .partners
-                .values()
-                .map(|v| 32 + v.capacity() * 4)
-                .sum::<usize>();
+        let parts = self.memory_parts();
+        let urls = parts.iter().find(|p| p.0 == URL_PART).map_or(0, |p| p.1);
+        (parts.iter().map(|p| p.1).sum::<usize>() - urls, urls)
+    }
+
+    /// [`Self::memory_bytes`] part by part, by the index's own accounting (capacities, not
+    /// lengths): the page records (signatures, boilerplate mask, URL name), the window's
+    /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site and sighting, the
+    /// key tables, the live pairs and each page's partners, and the URLs with their map.
+    pub fn memory_parts(&self) -> [(&'static str, usize); 7] {
         let by_url = &self.window.by_url;
-        let urls = by_url.capacity() * (std::mem::size_of::<(Arc<str>, u32)>() + 1)
-            + by_url.keys().map(|u| u.len() + 16).sum::<usize>();
-        (index, urls)
+        [
+            (
+                "page records",
+                self.pages.capacity() * std::mem::size_of::<Option<Page>>(),
+            ),
+            ("window bookkeeping", self.window.bytes()),
+            (
+                "slot sites",
+                self.slots.capacity() * std::mem::size_of::<SlotInfo>(),
+            ),
+            (
+                "key tables",
+                self.shards.iter().map(|s| s.table.bytes()).sum::<usize>(),
+            ),
+            (
+                "live pairs",
+                self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1),
+            ),
+            (
+                "pair partners",
+                self.partners
+                    .values()
+                    .map(|v| 32 + v.capacity() * 4)
+                    .sum::<usize>(),
+            ),
+            (
+                URL_PART,
+                by_url.capacity() * (std::mem::size_of::<(Arc<str>, u32)>() + 1)
+                    + by_url.keys().map(|u| u.len() + 16).sum::<usize>(),
+            ),
+        ]
     }
 
     /// The sketch the window holds for `url`.
@@ -2197,6 +2228,44 @@ mod tests {
         m.remove(7, 3);
         assert!(m.get(7).is_empty());
         assert_eq!(m.get(8), &[4, 5]);
+    }
+
+    /// The memory accounting adds up, and each part grows with what it holds: two copies on
+    /// two sites fill two records, their keys and one live pair.
+    #[test]
+    fn memory_parts_add_up_to_the_memory_figure() {
+        let mut index = NearIndex::new(NearConfig::default());
+        let empty = index.memory_parts();
+        let (a, mut b) = differing_in_first(0);
+        b.checksum = a.checksum;
+        b.text = a.text;
+        let urls = ["http://a.example/doc/x.html", "http://b.example/doc/x.html"];
+        for (url, sketch) in urls.iter().zip([&a, &b]) {
+            index.observe(
+                &Fetch {
+                    url,
+                    sketch: Some(sketch),
+                    fetched_at_ms: 0,
+                    crawl_id: None,
+                },
+                &mut Emitter::new(),
+            );
+        }
+        assert_eq!(index.stats().live_pairs, 1);
+        let parts = index.memory_parts();
+        let part = |name: &str| parts.iter().find(|p| p.0 == name).unwrap().1;
+        let (index_bytes, url_bytes) = index.memory_bytes();
+        assert_eq!(
+            index_bytes + url_bytes,
+            parts.iter().map(|p| p.1).sum::<usize>()
+        );
+        assert_eq!(url_bytes, part(URL_PART));
+        assert!(part("page records") >= 2 * std::mem::size_of::<Option<Page>>());
+        assert!(url_bytes >= urls.iter().map(|u| u.len()).sum::<usize>());
+        for name in ["key tables", "live pairs", "pair partners", "slot sites"] {
+            let before = empty.iter().find(|p| p.0 == name).unwrap().1;
+            assert!(part(name) > before, "{name}: {before} -> {}", part(name));
+        }
     }
 
     /// Two sketches of different text that differ in their first `n` min-values only (equal
