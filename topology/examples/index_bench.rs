@@ -15,8 +15,9 @@
 //! window with new content, so every observe also removes a page.
 //!
 //! Memory is reported two ways: the index's own accounting (`NearIndex::memory_bytes`: page
-//! records, tables, expiry heap, pairs; then part by part, `NearIndex::memory_parts`), and the live heap bytes measured by a counting global
-//! allocator (`stats_alloc`), which also includes the URL strings and map.
+//! records, tables, expiry heap, pairs; then part by part, `NearIndex::memory_parts`), and the
+//! live heap bytes measured by a counting global allocator (`stats_alloc`), which also includes
+//! the URL strings and map.
 //! Throughput is the median of R runs, in pages per second of this thread's CPU time (which
 //! leaves out the time spent waiting for a core on a shared machine); compare ratios within a
 //! run.
