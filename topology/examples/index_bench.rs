@@ -83,6 +83,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+const USAGE: &str = "usage: index_bench [--pages N] [--reps R] [--split N] [--events EVENTS.jsonl]";
+
+/// Says what is wrong with the command line, and how to use it, and exits 2.
+fn usage_error(what: &str) -> ! {
+    eprintln!("index_bench: {what}\n{USAGE}");
+    std::process::exit(2)
+}
+
+/// The number after flag `name`, or a usage error.
+fn number<T: std::str::FromStr>(name: &str, value: Option<&String>) -> T {
+    value
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| usage_error(&format!("{name} takes a number")))
+}
+
 fn main() {
     let mut pages: u64 = 1_000_000;
     let mut reps = 3;
@@ -92,11 +107,21 @@ fn main() {
     let mut i = 1;
     while i < args.len() {
         match args[i].as_str() {
-            "--pages" => pages = args[i + 1].parse().expect("--pages N"),
-            "--reps" => reps = args[i + 1].parse().expect("--reps R"),
-            "--events" => events = Some(args[i + 1].clone()),
-            "--split" => split = Some(args[i + 1].parse().expect("--split N")),
-            other => panic!("unknown argument {other}"),
+            "--pages" => pages = number("--pages", args.get(i + 1)),
+            "--reps" => reps = number("--reps", args.get(i + 1)),
+            "--events" => {
+                events = Some(
+                    args.get(i + 1)
+                        .cloned()
+                        .unwrap_or_else(|| usage_error("--events takes a file")),
+                )
+            }
+            "--split" => split = Some(number("--split", args.get(i + 1))),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return;
+            }
+            other => usage_error(&format!("unknown argument {other}")),
         }
         i += 2;
     }
@@ -198,7 +223,8 @@ fn crawl(file: &str, reps: usize) {
     let cfg = Config::default();
     let mut preparer = Preparer::new(&cfg);
     let mut inputs: Vec<(String, Option<Sketch>, i64)> = Vec::new();
-    let f = std::fs::File::open(file).expect("open the events file");
+    let f = std::fs::File::open(file)
+        .unwrap_or_else(|e| usage_error(&format!("cannot open --events {file}: {e}")));
     for line in std::io::BufReader::new(f).split(b'\n') {
         let prepared = preparer.prepare(&line.expect("read a line"));
         if let (Some((url, sketch)), Some(at)) = (prepared.index_input(), prepared.event_time_ms())
