@@ -23,16 +23,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let path = args
-        .first()
-        .expect("usage: checkpoint_bench EVENTS.jsonl [--reps R]");
-    let reps: usize = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .map(|r| r.parse().expect("--reps N"))
-        .unwrap_or(5);
-    let lines: Vec<Vec<u8>> = std::io::BufReader::new(std::fs::File::open(path).expect("open"))
+    let usage = |what: &str| -> ! {
+        eprintln!("checkpoint_bench: {what}\nusage: checkpoint_bench EVENTS.jsonl [--reps R]");
+        std::process::exit(2)
+    };
+    let Some(path) = args.first().filter(|a| !a.starts_with('-')) else {
+        usage("no events file")
+    };
+    let reps: usize = match args.iter().position(|a| a == "--reps") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| usage("--reps takes a number")),
+        None => 5,
+    };
+    let file =
+        std::fs::File::open(path).unwrap_or_else(|e| usage(&format!("cannot open {path}: {e}")));
+    let lines: Vec<Vec<u8>> = std::io::BufReader::new(file)
         .split(b'\n')
         .map(|l| l.expect("read"))
         .filter(|l| !l.is_empty())

@@ -20,10 +20,14 @@ use std::io::BufRead;
 type Way<'a> = dyn Fn(&[u8]) -> usize + 'a;
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .expect("usage: decode_bench EVENTS.jsonl");
-    let file = std::io::BufReader::new(std::fs::File::open(&path).expect("open the events file"));
+    let Some(path) = std::env::args().nth(1).filter(|a| !a.starts_with('-')) else {
+        eprintln!("usage: decode_bench EVENTS.jsonl");
+        std::process::exit(2);
+    };
+    let file = std::io::BufReader::new(std::fs::File::open(&path).unwrap_or_else(|e| {
+        eprintln!("decode_bench: cannot open {path}: {e}");
+        std::process::exit(2)
+    }));
     let lines: Vec<Vec<u8>> = file
         .split(b'\n')
         .take(20_000)
