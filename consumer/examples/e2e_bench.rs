@@ -289,28 +289,51 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
+     [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
+     [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] \
+     [--live-stages S,S] [-- NEARDUP_RUN_ARGS...]\n\
+     EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
+     (see the comment at the top of consumer/examples/e2e_bench.rs)";
+
+/// Says what is wrong with the command line, and how to use it, and exits 2.
+fn usage_error(what: &str) -> ! {
+    eprintln!("e2e_bench: {what}\n{USAGE}");
+    std::process::exit(2)
+}
+
+/// The number after flag `name`, if given; a usage error if it is not a number.
+fn number<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
+    flag(args, name).map(|v| {
+        v.parse()
+            .unwrap_or_else(|_| usage_error(&format!("{name} takes a number, not {v:?}")))
+    })
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help") {
+        println!("{USAGE}");
+        return;
+    }
+    // Every argument is checked here, before minutes of loading and measuring.
     let brokers = flag(&args, "--brokers").unwrap_or_else(|| "127.0.0.1:19092".into());
-    let Some(events) = flag(&args, "--events").filter(|_| !args.iter().any(|a| a == "--help"))
-    else {
-        eprintln!(
-            "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
-             [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
-             [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] \
-             [--live-stages S,S] [-- NEARDUP_RUN_ARGS...]\n\
-             EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
-             (see the comment at the top of consumer/examples/e2e_bench.rs)"
-        );
-        std::process::exit(2);
-    };
-    let limit: usize = flag(&args, "--limit").map_or(usize::MAX, |v| v.parse().expect("--limit N"));
-    let latency_n: usize =
-        flag(&args, "--latency-records").map_or(usize::MAX, |v| v.parse().expect("N"));
-    let file = std::fs::File::open(&events).unwrap_or_else(|e| {
-        eprintln!("cannot open --events {events}: {e}");
-        std::process::exit(2)
-    });
+    let events = flag(&args, "--events").unwrap_or_else(|| usage_error("--events is required"));
+    let limit: usize = number(&args, "--limit").unwrap_or(usize::MAX);
+    let latency_n: usize = number(&args, "--latency-records").unwrap_or(usize::MAX);
+    let latency_rate: Option<f64> = number(&args, "--latency-rate");
+    let latency_profile: Option<i64> = number(&args, "--latency-profile");
+    // `--bare-x KEY=VALUE` (repeatable): a librdkafka property for the bare consumer.
+    let bare_x: Vec<(String, String)> = args
+        .windows(2)
+        .filter(|w| w[0] == "--bare-x")
+        .map(|w| match w[1].split_once('=') {
+            Some((k, v)) => (k.to_owned(), v.to_owned()),
+            None => usage_error(&format!("--bare-x takes KEY=VALUE, not {:?}", w[1])),
+        })
+        .collect();
+    let file = std::fs::File::open(&events)
+        .unwrap_or_else(|e| usage_error(&format!("cannot open --events {events}: {e}")));
     let lines: Vec<Vec<u8>> = std::io::BufReader::new(file)
         .split(b'\n')
         .map(|l| l.expect("read"))
@@ -352,15 +375,6 @@ fn main() {
         t0.elapsed().as_secs_f64()
     );
 
-    // `--bare-x KEY=VALUE` (repeatable): a librdkafka property for the bare consumer.
-    let bare_x: Vec<(String, String)> = args
-        .windows(2)
-        .filter(|w| w[0] == "--bare-x")
-        .map(|w| {
-            let (k, v) = w[1].split_once('=').expect("--bare-x KEY=VALUE");
-            (k.to_owned(), v.to_owned())
-        })
-        .collect();
     let (bare, _) = bare_read(&brokers, &topic, lines.len(), &bare_x);
     println!(
         "bare rdkafka consumer: {bare:.0} records/s ({:.1} MB/s)",
@@ -435,8 +449,7 @@ fn main() {
     // Latency: a live run, fed at half the measured rate.
     let n = latency_n.min(lines.len());
     // `--latency-rate R` feeds the live run at R records/s instead.
-    let half =
-        flag(&args, "--latency-rate").map_or(rate / 2.0, |v| v.parse().expect("--latency-rate R"));
+    let half = latency_rate.unwrap_or(rate / 2.0);
     let brokers2 = brokers.clone();
     let live_prefix = prefix("live");
     let live_args: Vec<String> = passed.iter().map(|a| a.to_string()).collect();
@@ -540,9 +553,8 @@ fn main() {
             }
         }
     }
-    if let Some(ms) = flag(&args, "--latency-profile") {
+    if let Some(ms) = latency_profile {
         // The worst delay of the pair events caused by the page events of each MS milliseconds.
-        let ms: i64 = ms.parse().expect("--latency-profile MS");
         let mut worst: std::collections::BTreeMap<i64, (i64, usize)> = Default::default();
         for &(s, d) in &by_time {
             let w = worst.entry(s / ms * ms).or_default();
