@@ -20,11 +20,11 @@
 //! and the rest), rebuilt on a hit. The cache is bounded by an approximate byte budget: about
 //! 3.2 KB per page of the bench's medium crawl (6.8 KB with the links written out whole).
 //!
-//! A crawl refetches its URLs in cycles, and evicting the least recently used entry to admit a new one would, with a cycle of
-//! more URLs than the cache holds, evict every entry just before its URL comes again: no hit at
-//! all. So a full cache admits a page only in place of entries whose last fetch is more than one
-//! window older (in event time) than this one, oldest first; otherwise the page is signed and
-//! not cached. With a cycle longer than the cache, the URLs cached first keep their entries and
+//! A crawl refetches its URLs in cycles, and evicting the least recently used entry to admit a
+//! new one would, with a cycle of more URLs than the cache holds, evict every entry just before
+//! its URL comes again: no hit at all. So a full cache admits a page only in place of entries
+//! whose last fetch is more than one window older (in event time) than this one, oldest first;
+//! otherwise the page is signed and not cached. With a cycle longer than the cache, the URLs cached first keep their entries and
 //! hit every cycle (the best any cache of that size can do on a cycle), and URLs no longer
 //! fetched leave once their window has passed.
 
@@ -287,16 +287,17 @@ impl SignCache {
             return;
         }
         let (url, at_ms) = (f.url, f.at_ms);
-        let (parts, links) = match parts.link_ends.is_empty() {
-            true => (parts, None),
-            false => (
-                Arc::new(SignedParts {
-                    links: String::new(),
-                    link_ends: Vec::new(),
-                    ..SignedParts::clone(&parts)
-                }),
-                Some(Arc::new(FrontCoded::encode(parts.links()))),
-            ),
+        // The links are kept front-coded beside the parts, which then hold none.
+        let (parts, links) = if parts.link_ends.is_empty() {
+            (parts, None)
+        } else {
+            let links = Arc::new(FrontCoded::encode(parts.links()));
+            let without = SignedParts {
+                links: String::new(),
+                link_ends: Vec::new(),
+                ..SignedParts::clone(&parts)
+            };
+            (Arc::new(without), Some(links))
         };
         let bytes = parts.heap_bytes()
             + links.as_deref().map_or(0, FrontCoded::heap_bytes)
