@@ -41,21 +41,51 @@ struct Doc {
     body: String,
 }
 
+const USAGE: &str = "usage: sign_bench FILE [--reps N] [--limit N] [--breakdown]";
+
+/// Says what is wrong with the command line, and how to use it, and exits 2.
+fn usage_error(what: &str) -> ! {
+    eprintln!("sign_bench: {what}\n{USAGE}");
+    std::process::exit(2)
+}
+
+/// The number after flag `name`, or a usage error.
+fn number(name: &str, value: Option<&String>) -> usize {
+    value
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| usage_error(&format!("{name} takes a number")))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(file) = args.first() else {
-        eprintln!("usage: sign_bench FILE [--reps N] [--limit N]");
-        std::process::exit(2);
+    let (mut file, mut reps, mut limit) = (None, 5, usize::MAX);
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--reps" => reps = number("--reps", args.get(i + 1)).max(1),
+            "--limit" => limit = number("--limit", args.get(i + 1)),
+            "--breakdown" => {
+                i += 1;
+                continue;
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            a if a.starts_with('-') => usage_error(&format!("unknown flag {a}")),
+            a if file.is_none() => {
+                file = Some(a.to_owned());
+                i += 1;
+                continue;
+            }
+            a => usage_error(&format!("one FILE only, not also {a}")),
+        }
+        i += 2;
+    }
+    let Some(file) = file else {
+        usage_error("FILE is missing");
     };
-    let flag = |name: &str, default: usize| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .map(|v| v.parse().expect("a number"))
-            .unwrap_or(default)
-    };
-    let (reps, limit) = (flag("--reps", 5), flag("--limit", usize::MAX));
-    let (docs, html) = load(file, limit);
+    let (docs, html) = load(&file, limit).unwrap_or_else(|e| usage_error(&format!("{file}: {e}")));
     let bytes: usize = docs.iter().map(|d| d.body.len()).sum();
     println!(
         "{} {} documents, {:.1} MB ({:.1} KB each), {} reps, one core",
@@ -138,15 +168,15 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn load(file: &str, limit: usize) -> (Vec<Doc>, bool) {
-    let f = std::fs::File::open(file).expect("open the input file");
+fn load(file: &str, limit: usize) -> std::io::Result<(Vec<Doc>, bool)> {
+    let f = std::fs::File::open(file)?;
     let mut docs = vec![];
     let mut html = false;
     for line in std::io::BufReader::new(f).split(b'\n') {
         if docs.len() >= limit {
             break;
         }
-        let line = line.expect("read a line");
+        let line = line?;
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) else {
             continue;
         };
@@ -173,7 +203,7 @@ fn load(file: &str, limit: usize) -> (Vec<Doc>, bool) {
             body: text.into_owned(),
         });
     }
-    (docs, html)
+    Ok((docs, html))
 }
 
 /// The floor: (visible text +) tokenize + hash every shingle, nothing kept.
