@@ -68,7 +68,8 @@ pub struct ContentSignatures {
     pub text_bytes: u64,
     /// Number of terms (tokens) in the visible text.
     pub tokens: u64,
-    /// The charset the body was decoded with.
+    /// The charset the body was decoded with, or `binary` for a body that is not text (see
+    /// the JSON schema).
     pub charset: String,
     /// True when the page had more terms than the configured cap and only the first were used.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]

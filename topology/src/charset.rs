@@ -3,8 +3,9 @@
 //! Windows-1252 (the WHATWG reading of ISO-8859-1), as seed 001 §2 and browsers do.
 //!
 //! Bodies sent as `body` are already Unicode text; only `body_base64` bytes go through here.
+//! [`is_binary`] tells a body that is not text at all (either form), which is not read as text.
 
-use encoding_rs::{Encoding, UTF_8, WINDOWS_1252};
+use encoding_rs::{Encoding, UTF_16BE, UTF_16LE, UTF_8, WINDOWS_1252};
 use std::borrow::Cow;
 
 /// The body's bytes are malformed in the charset they were declared in.
@@ -74,6 +75,102 @@ pub fn charset_param(content_type: &str) -> Option<&str> {
             .eq_ignore_ascii_case("charset")
             .then(|| v.trim().trim_matches(|c| c == '"' || c == '\''))
     })
+}
+
+/// The charset name signature events state for a body that is not text (as `file -i` says).
+pub const BINARY: &str = "binary";
+
+/// How many leading bytes [`is_binary`] sniffs: WHATWG MIME Sniffing's resource header.
+const SNIFF_BYTES: usize = 1445;
+
+/// Whether a body is not text at all (an image, a PDF, an archive), so that reading its bytes
+/// as characters would only make noise: shingles of random bytes, which cost signing time and
+/// window memory and can only ever pair by chance. Such a body keeps its checksum (identical
+/// copies still pair, as `exact`) but has no text.
+///
+/// The declared MIME type decides when it says: `text/*`, XML, JSON and script types are text
+/// (a page with a stray control byte stays a page); image, audio, video, font and model types
+/// (but not `+xml` ones such as SVG), PDF, and archive and office formats are not. An absent,
+/// unknown or `application/octet-stream` type is sniffed as WHATWG MIME Sniffing §7.2 does: a
+/// body is binary when its first 1445 bytes hold a *binary data byte* (a control byte other
+/// than tab, line feed, form feed, carriage return and escape), unless it starts with a
+/// byte-order mark or declares UTF-16 or UTF-32, whose text holds such bytes.
+pub fn is_binary(bytes: &[u8], content_type: Option<&str>) -> bool {
+    let essence = content_type
+        .map(|ct| {
+            ct.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    match declared_kind(&essence) {
+        Some(binary) => binary,
+        None => {
+            let label = content_type.and_then(charset_param).unwrap_or("");
+            let wide = matches!(Encoding::for_label(label.as_bytes()), Some(e) if e == UTF_16LE || e == UTF_16BE)
+                || label.to_ascii_lowercase().starts_with("utf-32");
+            !wide
+                && Encoding::for_bom(bytes).is_none()
+                && bytes[..bytes.len().min(SNIFF_BYTES)]
+                    .iter()
+                    .any(|&b| is_binary_data_byte(b))
+        }
+    }
+}
+
+/// What a MIME type essence (lower case) says: `Some(true)` binary, `Some(false)` text, `None`
+/// nothing (sniff the bytes).
+fn declared_kind(essence: &str) -> Option<bool> {
+    let (top, sub) = essence.split_once('/')?;
+    if sub.ends_with("+xml") || sub.ends_with("+json") {
+        return Some(false);
+    }
+    match top {
+        "text" => Some(false),
+        "image" | "audio" | "video" | "font" | "model" => Some(true),
+        "application" => match sub {
+            "xml" | "xhtml" | "json" | "javascript" | "ecmascript" | "x-javascript" | "rss"
+            | "atom" | "x-httpd-php" | "x-sh" | "x-tex" | "rtf" => Some(false),
+            "pdf"
+            | "zip"
+            | "gzip"
+            | "x-gzip"
+            | "x-tar"
+            | "x-bzip2"
+            | "x-xz"
+            | "zstd"
+            | "x-7z-compressed"
+            | "vnd.rar"
+            | "x-rar-compressed"
+            | "java-archive"
+            | "wasm"
+            | "x-shockwave-flash"
+            | "msword"
+            | "vnd.ms-excel"
+            | "vnd.ms-powerpoint"
+            | "vnd.ms-fontobject"
+            | "x-font-ttf"
+            | "x-font-woff"
+            | "vnd.android.package-archive"
+            | "x-msdownload"
+            | "x-iso9660-image"
+            | "ogg" => Some(true),
+            s if s.starts_with("vnd.openxmlformats-officedocument.")
+                || s.starts_with("vnd.oasis.opendocument.") =>
+            {
+                Some(true)
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// WHATWG MIME Sniffing's binary data byte: 0x00-0x08, 0x0B, 0x0E-0x1A, 0x1C-0x1F.
+fn is_binary_data_byte(b: u8) -> bool {
+    matches!(b, 0x00..=0x08 | 0x0B | 0x0E..=0x1A | 0x1C..=0x1F)
 }
 
 /// A `<meta charset=...>` or `<meta http-equiv content="...; charset=...">` declaration (also
@@ -164,6 +261,43 @@ mod tests {
         let (t, cs) =
             decode_body(b"\xef\xbb\xbfhi", Some("text/html; charset=iso-8859-1")).unwrap();
         assert_eq!((t.as_ref(), cs), ("hi", "UTF-8"));
+    }
+
+    #[test]
+    fn binary_bodies_are_told_from_text() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        // The declared type decides when it says.
+        assert!(is_binary(b"plain words", Some("image/png")));
+        assert!(is_binary(b"%PDF-1.7", Some("application/pdf")));
+        assert!(is_binary(
+            b"PK",
+            Some("application/vnd.openxmlformats-officedocument.wordprocessingml.document")
+        ));
+        assert!(!is_binary(b"<svg></svg>", Some("image/svg+xml")));
+        assert!(!is_binary(b"<p>a\0b</p>", Some("text/html; charset=utf-8")));
+        assert!(!is_binary(b"{\"a\":1}", Some("Application/JSON")));
+        // Else the first bytes do.
+        assert!(is_binary(png, None));
+        assert!(is_binary(png, Some("application/octet-stream")));
+        assert!(is_binary(png, Some("application/x-unknown")));
+        assert!(!is_binary(b"plain words\tand\r\nlines\x0c\x1b", None));
+        assert!(!is_binary(b"plain words", Some("application/octet-stream")));
+        assert!(!is_binary(b"", None));
+        // UTF-16 text is full of NULs: a byte-order mark or a declared UTF-16 says it is text.
+        let wide: Vec<u8> = "<p>wide</p>"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        assert!(is_binary(&wide, None));
+        assert!(!is_binary(&[&[0xFF, 0xFE][..], &wide].concat(), None));
+        assert!(!is_binary(
+            &wide,
+            Some("application/x-unknown; charset=UTF-16LE")
+        ));
+        // Only the resource header is sniffed.
+        let late = [vec![b'a'; SNIFF_BYTES], vec![0u8]].concat();
+        assert!(!is_binary(&late, None));
+        assert!(is_binary(&late[1..], None));
     }
 
     #[test]

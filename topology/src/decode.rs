@@ -158,8 +158,9 @@ impl<'a> Envelope<'a> {
             PendingBody::Base64(lit) => unescape(lit).and_then(|b64| {
                 let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
                 let fits = bytes.len() <= limits.max_body_bytes;
+                let ct = self.page.content_type.as_deref();
                 let readable =
-                    charset::decode_body(&bytes, self.page.content_type.as_deref()).is_ok();
+                    charset::is_binary(&bytes, ct) || charset::decode_body(&bytes, ct).is_ok();
                 (fits && readable).then_some(Body::Bytes(bytes))
             }),
         };
@@ -570,9 +571,13 @@ fn decode_generic(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, Decode
                 })?;
             check_size(bytes.len(), limits)?;
             // Refuse bytes that do not decode in the declared or sniffed charset now, so the
-            // record lands in the dead letters rather than being indexed as mojibake.
-            charset::decode_body(&bytes, page.content_type.as_deref())
-                .map_err(|e| DecodeError::new(UndecodableBody, e.to_string()))?;
+            // record lands in the dead letters rather than being indexed as mojibake. A body
+            // that is not text is not read as text, so it has no charset to break.
+            let ct = page.content_type.as_deref();
+            if !charset::is_binary(&bytes, ct) {
+                charset::decode_body(&bytes, ct)
+                    .map_err(|e| DecodeError::new(UndecodableBody, e.to_string()))?;
+            }
             Some(Body::Bytes(bytes))
         }
         (None, None) => None,

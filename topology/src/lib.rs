@@ -1647,12 +1647,18 @@ impl Preparer {
     fn sign_uncached(&mut self, page: &PageEvent, body: &Body) -> SignedParts {
         let checksum = xxhash_rust::xxh3::xxh3_128(body.raw());
         let page_url = url::Url::parse(&page.url).ok();
+        let content_type = page.content_type.as_deref();
         let (sig, charset) = match body {
+            // Not text: its bytes read as characters would be noise (see `charset::is_binary`).
+            _ if charset::is_binary(body.raw(), content_type) => (
+                self.signer.sign("", page_url.as_ref()),
+                charset::BINARY.into(),
+            ),
             Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8".into()),
             Body::Bytes(bytes) => {
                 // decode() already proved the bytes decode; a failure here cannot happen, but
                 // is handled as empty text rather than a panic.
-                let (html, cs) = charset::decode_body(bytes, page.content_type.as_deref())
+                let (html, cs) = charset::decode_body(bytes, content_type)
                     .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8"));
                 (self.signer.sign(&html, page_url.as_ref()), cs.into())
             }

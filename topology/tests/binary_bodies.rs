@@ -1,0 +1,204 @@
+//! Bodies that are not text (images, PDFs, archives: a crawl fetches them beside its pages) are
+//! not read as text: their signature events say `charset: binary` with no terms, identical
+//! copies still pair as `exact`, and two binaries that differ a little never pair as near
+//! duplicates of text they do not have. Text in the same stream is unaffected.
+
+use base64::Engine;
+use neardup_schemas::{OutputKind, Source};
+use neardup_topology::{Config, Topology};
+use serde_json::{json, Value};
+
+/// `n` bytes of a fixed pseudo-random sequence, with a PNG's signature in front.
+fn png(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.push((x >> 24) as u8);
+    }
+    out
+}
+
+fn record(url: &str, second: u32, content_type: Option<&str>, bytes: &[u8]) -> Vec<u8> {
+    let mut e = json!({"url": url, "fetched_at": format!("2026-11-02T10:15:{second:02}Z"),
+                       "status": 200,
+                       "body_base64": base64::engine::general_purpose::STANDARD.encode(bytes)});
+    if let Some(ct) = content_type {
+        e["content_type"] = ct.into();
+    }
+    e.to_string().into_bytes()
+}
+
+fn prose(words: usize) -> String {
+    let vocabulary = [
+        "mirror",
+        "crawl",
+        "index",
+        "window",
+        "shingle",
+        "cluster",
+        "page",
+        "host",
+        "signature",
+        "broker",
+        "replay",
+        "stream",
+        "bucket",
+        "verify",
+        "policy",
+        "round",
+    ];
+    let mut x = 7u64;
+    (0..words)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            vocabulary[(x >> 60) as usize]
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+struct Run {
+    signatures: Vec<Value>,
+    pairs: Vec<Value>,
+    dead_letters: usize,
+}
+
+fn run(records: &[Vec<u8>]) -> Run {
+    let mut topo = Topology::new(Config::default());
+    let mut out = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let source = Source::File {
+            file: "binary.jsonl".into(),
+            line: i as u64 + 1,
+        };
+        topo.process(r, &source, &mut out);
+    }
+    let of = |kind| {
+        out.iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| serde_json::from_slice::<Value>(&e.value).unwrap())
+            .collect::<Vec<_>>()
+    };
+    Run {
+        signatures: of(OutputKind::Signatures),
+        pairs: of(OutputKind::Pairs),
+        dead_letters: of(OutputKind::DeadLetter).len(),
+    }
+}
+
+fn content<'a>(run: &'a Run, url: &str) -> &'a Value {
+    &run.signatures
+        .iter()
+        .find(|s| s["url"] == url)
+        .unwrap_or_else(|| panic!("no signature event for {url}"))["content"]
+}
+
+#[test]
+fn binaries_are_not_read_as_text_and_pair_only_when_identical() {
+    let logo = png(1, 40_000);
+    // A second version of it: the same bytes but for a few in the middle.
+    let mut logo2 = logo.clone();
+    for b in &mut logo2[20_000..20_010] {
+        *b ^= 0x55;
+    }
+    let text = prose(600);
+    let records = vec![
+        record("http://a.example/logo.png", 1, Some("image/png"), &logo),
+        record("http://b.example/logo.png", 2, Some("image/png"), &logo),
+        // Undeclared: sniffed as binary by its control bytes.
+        record("http://c.example/logo-v2", 3, None, &logo2),
+        record(
+            "http://d.example/logo-v2.bin",
+            4,
+            Some("application/octet-stream; charset=utf-8"),
+            &logo2[..39_000],
+        ),
+        record(
+            "http://a.example/doc.html",
+            5,
+            Some("text/html; charset=utf-8"),
+            format!("<p>{text}</p>").as_bytes(),
+        ),
+        record(
+            "http://b.example/doc.html",
+            6,
+            Some("text/html; charset=utf-8"),
+            format!("<p>{text} and one more</p>").as_bytes(),
+        ),
+    ];
+    let run = run(&records);
+    assert_eq!(run.dead_letters, 0, "a binary body is not a bad record");
+    assert_eq!(run.signatures.len(), 6);
+
+    for url in [
+        "http://a.example/logo.png",
+        "http://b.example/logo.png",
+        "http://c.example/logo-v2",
+        "http://d.example/logo-v2.bin",
+    ] {
+        let c = content(&run, url);
+        assert_eq!(c["charset"], "binary", "{url}");
+        assert_eq!(c["tokens"], 0, "{url}");
+        assert_eq!(c["text_bytes"], 0, "{url}");
+        assert_eq!(c["chunks"], json!([]), "{url}");
+        assert!(c["body_bytes"].as_u64().unwrap() >= 39_000, "{url}");
+    }
+    assert_eq!(
+        content(&run, "http://a.example/logo.png")["checksum"],
+        content(&run, "http://b.example/logo.png")["checksum"]
+    );
+    for url in ["http://a.example/doc.html", "http://b.example/doc.html"] {
+        let c = content(&run, url);
+        assert_eq!(c["charset"], "UTF-8", "{url}");
+        assert!(c["tokens"].as_u64().unwrap() >= 600, "{url}");
+    }
+
+    let mut detected: Vec<(&str, &str, bool)> = run
+        .pairs
+        .iter()
+        .filter(|p| p["state"] == "detected")
+        .map(|p| {
+            let (a, b) = (p["a"].as_str().unwrap(), p["b"].as_str().unwrap());
+            (a, b, p["level"] == "exact")
+        })
+        .collect();
+    detected.sort();
+    assert_eq!(
+        detected,
+        vec![
+            (
+                "http://a.example/doc.html",
+                "http://b.example/doc.html",
+                false
+            ),
+            (
+                "http://a.example/logo.png",
+                "http://b.example/logo.png",
+                true
+            ),
+        ],
+        "identical binaries pair as exact, the two versions of the logo not at all"
+    );
+}
+
+#[test]
+fn utf16_text_is_text() {
+    let text = prose(300);
+    let wide: Vec<u8> = [0xFFu8, 0xFE]
+        .into_iter()
+        .chain(
+            format!("<p>{text}</p>")
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes),
+        )
+        .collect();
+    let run = run(&[record("http://a.example/wide.html", 1, None, &wide)]);
+    let c = content(&run, "http://a.example/wide.html");
+    assert_eq!(c["charset"], "UTF-16LE");
+    assert_eq!(c["tokens"], 300);
+}
