@@ -143,9 +143,15 @@ impl<'a> Envelope<'a> {
         }
     }
 
-    /// True when the record has a body.
+    /// True when the record has a body that is not empty. An empty body is no content, as
+    /// an absent one is: otherwise every empty page would be an exact duplicate of every other
+    /// (a crawl has many, from servers that answer 200 with nothing).
     pub(crate) fn has_body(&self) -> bool {
-        !matches!(self.body, PendingBody::Decoded(None))
+        match &self.body {
+            PendingBody::Decoded(body) => body.as_ref().is_some_and(|b| !b.raw().is_empty()),
+            // The literals keep their quotes: `""` is the empty string.
+            PendingBody::Text(l) | PendingBody::Base64(l) => l.len() > 2,
+        }
     }
 
     /// The page with its body decoded and checked.

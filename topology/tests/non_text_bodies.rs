@@ -1,7 +1,8 @@
-//! Bodies that are not text (images, PDFs, archives: a crawl fetches them beside its pages) are
-//! not read as text: their signature events say `charset: binary` with no terms, identical
-//! copies still pair as `exact`, and two binaries that differ a little never pair as near
-//! duplicates of text they do not have. Text in the same stream is unaffected.
+//! Bodies without text. Those that are not text (images, PDFs, archives: a crawl fetches them
+//! beside its pages) are not read as text: their signature events say `charset: binary` with no
+//! terms, identical copies still pair as `exact`, and two binaries that differ a little never
+//! pair as near duplicates of text they do not have. Text in the same stream is unaffected. An
+//! empty body is no content, as an absent one is: empty pages are not each other's duplicates.
 
 use base64::Engine;
 use neardup_schemas::{OutputKind, Source};
@@ -19,6 +20,13 @@ fn png(seed: u64, n: usize) -> Vec<u8> {
         out.push((x >> 24) as u8);
     }
     out
+}
+
+fn text_record(url: &str, second: u32, body: &str) -> Vec<u8> {
+    json!({"url": url, "fetched_at": format!("2026-11-02T10:15:{second:02}Z"), "status": 200,
+           "body": body})
+    .to_string()
+    .into_bytes()
 }
 
 fn record(url: &str, second: u32, content_type: Option<&str>, bytes: &[u8]) -> Vec<u8> {
@@ -63,6 +71,8 @@ fn prose(words: usize) -> String {
 }
 
 struct Run {
+    /// `state a b` of each pair event, in order.
+    pair_states: Vec<String>,
     signatures: Vec<Value>,
     pairs: Vec<Value>,
     dead_letters: usize,
@@ -85,6 +95,13 @@ fn run(records: &[Vec<u8>]) -> Run {
             .collect::<Vec<_>>()
     };
     Run {
+        pair_states: of(OutputKind::Pairs)
+            .iter()
+            .map(|p| {
+                let (a, b) = (p["a"].as_str().unwrap(), p["b"].as_str().unwrap());
+                format!("{} {a} {b}", p["state"].as_str().unwrap())
+            })
+            .collect(),
         signatures: of(OutputKind::Signatures),
         pairs: of(OutputKind::Pairs),
         dead_letters: of(OutputKind::DeadLetter).len(),
@@ -201,4 +218,43 @@ fn utf16_text_is_text() {
     let c = content(&run, "http://a.example/wide.html");
     assert_eq!(c["charset"], "UTF-16LE");
     assert_eq!(c["tokens"], 300);
+}
+
+#[test]
+fn an_empty_body_is_no_content() {
+    let text = format!("<p>{}</p>", prose(300));
+    let run = run(&[
+        text_record("http://a.example/page", 1, &text),
+        text_record("http://b.example/page", 2, &text),
+        // b's page is now empty: it leaves, and its pair with a's is retracted.
+        text_record("http://b.example/page", 3, ""),
+        text_record("http://c.example/empty", 4, ""),
+        record("http://d.example/empty", 5, Some("text/html"), b""),
+        text_record("http://e.example/empty", 6, ""),
+    ]);
+    assert_eq!(run.dead_letters, 0);
+    assert_eq!(
+        run.pair_states,
+        vec![
+            "detected http://a.example/page http://b.example/page",
+            "retracted http://a.example/page http://b.example/page",
+        ],
+        "empty pages pair with nothing"
+    );
+    let with_content: Vec<(&str, bool)> = run
+        .signatures
+        .iter()
+        .map(|s| (s["url"].as_str().unwrap(), s.get("content").is_some()))
+        .collect();
+    assert_eq!(
+        with_content,
+        vec![
+            ("http://a.example/page", true),
+            ("http://b.example/page", true),
+            ("http://b.example/page", false),
+            ("http://c.example/empty", false),
+            ("http://d.example/empty", false),
+            ("http://e.example/empty", false),
+        ]
+    );
 }
