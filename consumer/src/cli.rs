@@ -41,6 +41,12 @@ pub struct TopologyArgs {
     /// input partition; an idle partition delays eviction by at most this much.
     #[arg(long, default_value = "1d", value_parser = parse_duration, env = "NEARDUP_MAX_PARTITION_SKEW")]
     pub max_partition_skew: Duration,
+    /// A record dated more than this ahead of the newest event time so far is a leap: it is
+    /// processed, but its date moves the windows only when 16 records of its partition in a row
+    /// lead as far (a crawl resuming after a pause), so that one record with a wrong date (a
+    /// fetcher's clock years off) cannot empty the window. Default: the window's length.
+    #[arg(long, value_parser = parse_duration, env = "NEARDUP_MAX_EVENT_TIME_LEAD")]
+    pub max_event_time_lead: Option<Duration>,
     /// Largest accepted page body in bytes; larger records go to the dead-letter topic.
     /// Accepts a unit: `5MiB`, `512KiB`, `2MB`.
     #[arg(long, default_value = "5MiB", value_parser = parse_size, env = "NEARDUP_MAX_BODY_BYTES")]
@@ -187,6 +193,9 @@ impl TopologyArgs {
             window_ms: i64::try_from(self.window.as_millis()).unwrap_or(i64::MAX),
             max_partition_skew_ms: i64::try_from(self.max_partition_skew.as_millis())
                 .unwrap_or(i64::MAX),
+            max_event_time_lead_ms: self
+                .max_event_time_lead
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             decode: neardup_topology::DecodeLimits {
                 max_body_bytes: self.max_body_bytes,
                 ..defaults.decode

@@ -92,6 +92,8 @@ pub struct TopologyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_partition_skew: Option<Dur>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_event_time_lead: Option<Dur>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<Size>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_output_bytes: Option<Size>,
@@ -279,6 +281,12 @@ impl From<Dur> for Duration {
     }
 }
 
+impl From<Dur> for Option<Duration> {
+    fn from(d: Dur) -> Option<Duration> {
+        Some(d.0)
+    }
+}
+
 impl From<Size> for usize {
     fn from(s: Size) -> usize {
         s.0
@@ -296,6 +304,12 @@ pub fn apply_topology(a: &mut TopologyArgs, m: &ArgMatches, f: &TopologyFile) ->
             a.max_partition_skew,
             f.max_partition_skew,
             "max_partition_skew"
+        );
+        overlay!(
+            m,
+            a.max_event_time_lead,
+            f.max_event_time_lead,
+            "max_event_time_lead"
         );
         overlay!(m, a.max_body_bytes, f.max_body_bytes, "max_body_bytes");
         overlay!(
@@ -588,6 +602,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         topology: TopologyFile {
             window: Some(Dur(t.window)),
             max_partition_skew: Some(Dur(t.max_partition_skew)),
+            max_event_time_lead: t.max_event_time_lead.map(Dur),
             max_body_bytes: Some(Size(t.max_body_bytes)),
             max_output_bytes: Some(Size(t.max_output_bytes)),
             sign_cache: Some(Size(t.sign_cache)),
@@ -698,7 +713,8 @@ mod tests {
     fn the_example_file_parses_and_lists_every_key() {
         let example = parse(include_str!("../neardup.example.toml")).unwrap();
         // Every key of the effective configuration (all set) appears in the example, except
-        // http_listen and checkpoint_dir, which are off by default and shown commented out.
+        // http_listen, checkpoint_dir and max_event_time_lead, which are unset by default and
+        // shown commented out.
         let args = crate::cli::Cli::try_parse_from([
             "neardup",
             "run",
@@ -706,6 +722,8 @@ mod tests {
             "x:1",
             "--checkpoint-dir",
             "/x",
+            "--max-event-time-lead",
+            "1d",
             "--brokers",
             "localhost:9092",
         ])
@@ -717,6 +735,7 @@ mod tests {
         let mut all = keys(&effective(&args));
         all.remove("http_listen");
         all.remove("checkpoint_dir");
+        all.remove("topology.max_event_time_lead");
         assert_eq!(
             keys(&example),
             all,
@@ -726,6 +745,7 @@ mod tests {
         let mut defaults = effective(&args);
         defaults.http_listen = None;
         defaults.checkpoint_dir = None;
+        defaults.topology.max_event_time_lead = None;
         let mut example = example;
         example.kafka.clear();
         assert_eq!(example, defaults);

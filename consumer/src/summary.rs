@@ -37,6 +37,13 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
             stats.repeats_skipped
         );
     }
+    if topo.event_time_leaps() > 0 {
+        let _ = writeln!(
+            s,
+            "  event-time leaps{:>10}   records dated too far ahead of the others to move the windows (--max-event-time-lead): check the crawler's clocks",
+            topo.event_time_leaps()
+        );
+    }
     let _ = writeln!(s, "  dead letters    {:>10}", stats.dead_letter_total());
     for (reason, n) in &stats.dead_letters {
         let _ = writeln!(s, "    {:<22}{:>8}", reason.as_str(), n);

@@ -68,6 +68,7 @@ pub fn record_topology(topo: &Topology) {
     counter!("neardup_no_content_total").absolute(s.no_content);
     counter!("neardup_pairs_detected_total").absolute(s.pairs_detected);
     counter!("neardup_repeats_skipped_total").absolute(s.repeats_skipped);
+    counter!("neardup_event_time_leaps_total").absolute(topo.event_time_leaps());
     for (reason, n) in &s.dead_letters {
         counter!("neardup_dead_letters_total", "reason" => reason.as_str()).absolute(*n);
     }

@@ -15,23 +15,43 @@
 //! much more event time. A record further behind than the window plus the skew is stale. The
 //! clock only reads records' event times, never the wall clock, so a replay of one record
 //! order moves it identically.
+//!
+//! **Leaps.** One record dated far ahead (a fetcher whose clock is years off, a date parsed
+//! from the wrong field) would otherwise move the watermark there at once: every page in the
+//! window would leave, every pair would be retracted, and the records after it, dated as they
+//! should be, would all be stale. So a record more than `max_lead_ms` ahead of the newest event
+//! time trusted so far is a *leap*: it is processed, but its time moves nothing until
+//! [`LEAP_RECORDS`] records of its partition in a row leap too (the crawl really moved on, after
+//! a pause); a record of that partition within the bound ends the leap. The topology bounds the
+//! lead by the window, so that no single record can empty it.
 
 use std::collections::BTreeMap;
+
+/// Records of one partition in a row that must all lead the clock by more than the bound before
+/// it follows them.
+pub const LEAP_RECORDS: u32 = 16;
 
 /// Per partition, the newest event time; and the watermark they make.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EventClock {
     newest: BTreeMap<i32, i64>,
+    /// Per partition, the leap under way: how many records in a row led by more than the
+    /// bound, and the newest of them.
+    leaps: BTreeMap<i32, (u32, i64)>,
     newest_overall: i64,
     watermark: i64,
+    /// Records whose time was held back as a leap.
+    held: u64,
 }
 
 impl Default for EventClock {
     fn default() -> Self {
         EventClock {
             newest: BTreeMap::new(),
+            leaps: BTreeMap::new(),
             newest_overall: i64::MIN,
             watermark: i64::MIN,
+            held: 0,
         }
     }
 }
@@ -39,8 +59,33 @@ impl Default for EventClock {
 impl EventClock {
     /// Notes a record of `partition` at `at_ms` and returns the watermark: the slowest
     /// partition's newest event time, but at least `max_skew_ms` behind the newest of all.
-    /// It never goes back.
-    pub fn observe(&mut self, partition: i32, at_ms: i64, max_skew_ms: i64) -> i64 {
+    /// It never goes back. A record more than `max_lead_ms` ahead of the newest trusted time is
+    /// a leap (see the module doc): it moves nothing until [`LEAP_RECORDS`] in a row confirm it.
+    pub fn observe(
+        &mut self,
+        partition: i32,
+        at_ms: i64,
+        max_skew_ms: i64,
+        max_lead_ms: i64,
+    ) -> i64 {
+        let at_ms = match self.leap(at_ms, max_lead_ms) {
+            false => {
+                self.leaps.remove(&partition);
+                at_ms
+            }
+            true => {
+                let (count, newest) = self.leaps.entry(partition).or_insert((0, i64::MIN));
+                *count += 1;
+                *newest = (*newest).max(at_ms);
+                if *count < LEAP_RECORDS {
+                    self.held += 1;
+                    return self.watermark;
+                }
+                let confirmed = *newest;
+                self.leaps.remove(&partition);
+                confirmed
+            }
+        };
         let newest = self.newest.entry(partition).or_insert(i64::MIN);
         *newest = (*newest).max(at_ms);
         self.newest_overall = self.newest_overall.max(at_ms);
@@ -62,9 +107,22 @@ impl EventClock {
         self.watermark
     }
 
-    /// The newest event time of any partition (`i64::MIN` before any record).
+    /// The newest event time of any partition (`i64::MIN` before any record), leaps not
+    /// confirmed left out.
     pub fn newest(&self) -> i64 {
         self.newest_overall
+    }
+
+    /// Whether a record at `at_ms` would be a leap: more than `max_lead_ms` ahead of the
+    /// newest trusted event time (never the first record).
+    pub fn leap(&self, at_ms: i64, max_lead_ms: i64) -> bool {
+        self.newest_overall != i64::MIN
+            && at_ms > self.newest_overall.saturating_add(max_lead_ms.max(0))
+    }
+
+    /// Records whose time was held back as a leap, in all.
+    pub fn held(&self) -> u64 {
+        self.held
     }
 }
 
@@ -74,44 +132,119 @@ mod tests {
     use proptest::prelude::*;
 
     const H: i64 = 3_600_000;
+    /// A lead bound no record passes: the clock as it was before leaps.
+    const NO_LEAPS: i64 = i64::MAX;
 
     #[test]
     fn one_partition_moves_the_watermark_to_its_newest_event() {
         let mut c = EventClock::default();
-        assert_eq!(c.observe(0, 10 * H, 24 * H), 10 * H);
+        assert_eq!(c.observe(0, 10 * H, 24 * H, NO_LEAPS), 10 * H);
         // Out of order within the partition: the watermark stays.
-        assert_eq!(c.observe(0, 7 * H, 24 * H), 10 * H);
-        assert_eq!(c.observe(0, 12 * H, 24 * H), 12 * H);
+        assert_eq!(c.observe(0, 7 * H, 24 * H, NO_LEAPS), 10 * H);
+        assert_eq!(c.observe(0, 12 * H, 24 * H, NO_LEAPS), 12 * H);
     }
 
     #[test]
     fn the_slowest_partition_holds_the_watermark_within_the_skew() {
         let mut c = EventClock::default();
-        c.observe(0, 100 * H, 24 * H);
+        c.observe(0, 100 * H, 24 * H, NO_LEAPS);
         // Partition 1 is replayed from 10 hours behind.
-        assert_eq!(c.observe(1, 90 * H, 24 * H), 100 * H, "it never goes back");
         assert_eq!(
-            c.observe(0, 105 * H, 24 * H),
+            c.observe(1, 90 * H, 24 * H, NO_LEAPS),
+            100 * H,
+            "it never goes back"
+        );
+        assert_eq!(
+            c.observe(0, 105 * H, 24 * H, NO_LEAPS),
             100 * H,
             "held by partition 1"
         );
-        assert_eq!(c.observe(1, 103 * H, 24 * H), 103 * H);
+        assert_eq!(c.observe(1, 103 * H, 24 * H, NO_LEAPS), 103 * H);
         // Partition 1 stops; partition 0 runs on: held back at most the skew.
-        assert_eq!(c.observe(0, 120 * H, 24 * H), 103 * H);
-        assert_eq!(c.observe(0, 130 * H, 24 * H), 106 * H);
-        assert_eq!(c.observe(0, 200 * H, 24 * H), 176 * H);
+        assert_eq!(c.observe(0, 120 * H, 24 * H, NO_LEAPS), 103 * H);
+        assert_eq!(c.observe(0, 130 * H, 24 * H, NO_LEAPS), 106 * H);
+        assert_eq!(c.observe(0, 200 * H, 24 * H, NO_LEAPS), 176 * H);
         assert_eq!(c.newest(), 200 * H);
     }
 
     #[test]
     fn a_skew_of_zero_is_the_newest_event_time() {
         let mut c = EventClock::default();
-        c.observe(0, 5 * H, 0);
-        assert_eq!(c.observe(1, H, 0), 5 * H);
-        assert_eq!(c.observe(1, 9 * H, 0), 9 * H);
+        c.observe(0, 5 * H, 0, NO_LEAPS);
+        assert_eq!(c.observe(1, H, 0, NO_LEAPS), 5 * H);
+        assert_eq!(c.observe(1, 9 * H, 0, NO_LEAPS), 9 * H);
+    }
+
+    #[test]
+    fn a_leap_moves_the_clock_only_when_enough_records_in_a_row_make_it() {
+        let mut c = EventClock::default();
+        let lead = 14 * 24 * H;
+        assert_eq!(c.observe(0, 10 * H, 24 * H, lead), 10 * H);
+        let far = 10 * H + 100 * 365 * 24 * H;
+        // One record a century ahead moves nothing, nor do the next ones while a record within
+        // the bound comes between.
+        assert_eq!(c.observe(0, far, 24 * H, lead), 10 * H);
+        assert_eq!(c.newest(), 10 * H);
+        for _ in 0..LEAP_RECORDS - 2 {
+            assert_eq!(c.observe(0, far, 24 * H, lead), 10 * H);
+        }
+        assert_eq!(
+            c.observe(0, 11 * H, 24 * H, lead),
+            11 * H,
+            "within the bound"
+        );
+        assert_eq!(c.held(), u64::from(LEAP_RECORDS) - 1);
+        // A pause longer than the bound, after which every record is ahead: the clock follows
+        // on the LEAP_RECORDS-th, to the newest of them.
+        let resumed = 11 * H + 30 * 24 * H;
+        for k in 0..LEAP_RECORDS - 1 {
+            assert_eq!(c.observe(0, resumed + i64::from(k), 24 * H, lead), 11 * H);
+        }
+        let last = resumed + i64::from(LEAP_RECORDS);
+        assert_eq!(c.observe(0, last, 24 * H, lead), last);
+        assert_eq!(c.newest(), last);
+        // Another partition's leap is its own: partition 1's records do not end partition 0's.
+        let mut c = EventClock::default();
+        c.observe(0, 10 * H, 24 * H, lead);
+        for _ in 0..LEAP_RECORDS - 1 {
+            c.observe(0, far, 24 * H, lead);
+            c.observe(1, 10 * H, 24 * H, lead);
+        }
+        assert_eq!(
+            c.observe(0, far, 24 * H, lead),
+            far - 24 * H,
+            "the skew bound holds it"
+        );
     }
 
     proptest! {
+        /// A few records dated far ahead (fewer than LEAP_RECORDS in each partition, so never
+        /// enough in a row) change nothing: at every other record the watermark is what it is
+        /// without them, and at theirs it stays where it was.
+        #[test]
+        fn isolated_leaps_change_nothing(
+            records in proptest::collection::vec((0i32..3, 0i64..1000), 1..150),
+            bogus in proptest::collection::vec((0usize..150, 0i32..3, 0i64..1_000_000), 0..15),
+            skew in 0i64..300,
+        ) {
+            let lead = 1000;
+            let mut clean = EventClock::default();
+            let want: Vec<i64> = records.iter().map(|&(p, t)| clean.observe(p, t, skew, lead)).collect();
+            let mut c = EventClock::default();
+            let mut last = i64::MIN;
+            for (i, &(p, t)) in records.iter().enumerate() {
+                for &(_, bp, bt) in bogus.iter().filter(|b| b.0 == i) {
+                    // Far ahead of anything, but not the first record (that one is trusted).
+                    if i > 0 {
+                        prop_assert_eq!(c.observe(bp, 2000 + bt, skew, lead), last);
+                    }
+                }
+                last = c.observe(p, t, skew, lead);
+                prop_assert_eq!(last, want[i]);
+            }
+            prop_assert_eq!(c.newest(), clean.newest());
+        }
+
         /// Against a direct model: the watermark is the running maximum of
         /// max(min over partitions of their newest, newest overall - skew), so it never goes
         /// back, never passes the newest event, and never lags it by more than the skew.
@@ -124,7 +257,7 @@ mod tests {
             let mut newest: BTreeMap<i32, i64> = BTreeMap::new();
             let mut last = i64::MIN;
             for (p, t) in records {
-                let w = c.observe(p, t, skew);
+                let w = c.observe(p, t, skew, NO_LEAPS);
                 let e = newest.entry(p).or_insert(t);
                 *e = (*e).max(t);
                 let all = *newest.values().max().unwrap();

@@ -81,6 +81,11 @@ pub struct Config {
     /// How far the watermark may lag the newest event time while it waits for the slowest
     /// input partition (default one day; see [`clock`]).
     pub max_partition_skew_ms: i64,
+    /// A record dated more than this ahead of the newest event time so far is a leap: it
+    /// moves the windows only when [`clock::LEAP_RECORDS`] records of its partition in a row
+    /// lead as far, so that one record with a wrong date cannot empty the window (`None`, the
+    /// default: the window's length; see [`clock`]).
+    pub max_event_time_lead_ms: Option<i64>,
     /// A page joining an exact group that already has this many members gets no exact
     /// candidates (and so no pairs from that group).
     pub max_pairs_per_join: usize,
@@ -127,6 +132,7 @@ impl Default for Config {
             emit_minvalues: false,
             window_ms: 14 * 24 * 3600 * 1000,
             max_partition_skew_ms: 24 * 3600 * 1000,
+            max_event_time_lead_ms: None,
             max_pairs_per_join: 1000,
             near: near::NearConfig::default(),
             track_evolution: false,
@@ -620,7 +626,16 @@ impl Topology {
             if let Some(ev) = &mut self.state.evolution {
                 ev.begin(page.crawl_id.as_deref(), &self.state.similar);
             }
-            self.maybe_close_epoch(page.crawl_id.as_deref(), page.fetched_at_ms);
+            // A leap's date does not close an epoch either (it may be wrong).
+            let at_ms = match self
+                .state
+                .clock
+                .leap(page.fetched_at_ms, self.max_lead_ms())
+            {
+                true => self.state.clock.newest(),
+                false => page.fetched_at_ms,
+            };
+            self.maybe_close_epoch(page.crawl_id.as_deref(), at_ms);
         }
         let partition = match source {
             Source::Kafka { partition, .. } => *partition,
@@ -632,6 +647,7 @@ impl Topology {
             partition,
             page.fetched_at_ms,
             self.cfg.max_partition_skew_ms,
+            self.max_lead_ms(),
         );
         if watermark > before {
             if downstream {
@@ -1032,6 +1048,20 @@ impl Topology {
 
     /// A collections epoch closes when the crawl round changes, or a day of event time after
     /// the last one (streams without rounds).
+    /// How far ahead of the event time a record may be dated before it is a leap: the
+    /// configured lead, or the window's length.
+    fn max_lead_ms(&self) -> i64 {
+        self.cfg
+            .max_event_time_lead_ms
+            .unwrap_or(self.cfg.window_ms)
+    }
+
+    /// Records dated so far ahead of the event time that their time was held back (see
+    /// [`clock`]): a crawler's clock or dates to look at, when not 0.
+    pub fn event_time_leaps(&self) -> u64 {
+        self.state.clock.held()
+    }
+
     fn maybe_close_epoch(&mut self, crawl_id: Option<&str>, at_ms: i64) {
         let round_changed = crawl_id.is_some() && crawl_id != self.state.epoch.0.as_deref();
         if self.state.epoch.1 == i64::MIN {
@@ -1857,6 +1887,8 @@ mod tests {
             let mut topo = Topology::new(Config {
                 window_ms: 2 * DAY,
                 max_partition_skew_ms: skew_ms,
+                // Days between records on a two-day window: not leaps here.
+                max_event_time_lead_ms: Some(i64::MAX),
                 ..Config::default()
             });
             let mut out = Vec::new();

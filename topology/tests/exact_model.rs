@@ -555,6 +555,9 @@ fn window_cfg(max_pairs_per_join: usize) -> Config {
     Config {
         window_ms: WINDOW_S * 1000,
         max_pairs_per_join,
+        // The model's clock follows every record: no leaps (the clock module's own tests and
+        // `event_time_leaps.rs` cover them).
+        max_event_time_lead_ms: Some(i64::MAX),
         ..Config::default()
     }
 }
