@@ -88,14 +88,30 @@ const SNIFF_BYTES: usize = 1445;
 /// window memory and can only ever pair by chance. Such a body keeps its checksum (identical
 /// copies still pair, as `exact`) but has no text.
 ///
-/// The declared MIME type decides when it says: `text/*`, XML, JSON and script types are text
-/// (a page with a stray control byte stays a page); image, audio, video, font and model types
-/// (but not `+xml` ones such as SVG), PDF, and archive and office formats are not. An absent,
-/// unknown or `application/octet-stream` type is sniffed as WHATWG MIME Sniffing §7.2 does: a
-/// body is binary when its first 1445 bytes hold a *binary data byte* (a control byte other
-/// than tab, line feed, form feed, carriage return and escape), unless it starts with a
-/// byte-order mark or declares UTF-16 or UTF-32, whose text holds such bytes.
+/// A body that starts with the signature of a common binary format (gzip, zip, PDF, PNG, JPEG,
+/// GIF) is binary whatever its declared type: no text starts so, and servers mislabel such
+/// files (and a crawler may forget to undo a `Content-Encoding: gzip`). Otherwise the declared
+/// MIME type decides when it says: `text/*` but `text/plain`, XML, JSON and script types are
+/// text (a page with a stray control byte stays a page); image, audio, video, font and model
+/// types (but not `+xml` ones such as SVG), PDF, and archive and office formats are not. An
+/// absent, unknown, `application/octet-stream` or `text/plain` type (the usual mislabel, which
+/// browsers sniff too) is sniffed as WHATWG MIME Sniffing §7.2 does: a body is binary when its
+/// first 1445 bytes hold a *binary data byte* (a control byte other than tab, line feed, form
+/// feed, carriage return and escape), unless it starts with a byte-order mark or declares
+/// UTF-16 or UTF-32, whose text holds such bytes.
 pub fn is_binary(bytes: &[u8], content_type: Option<&str>) -> bool {
+    const MAGIC: [&[u8]; 7] = [
+        b"\x1f\x8b",   // gzip
+        b"PK\x03\x04", // zip (and the office formats, jar, apk)
+        b"%PDF-",
+        b"\x89PNG\r\n\x1a\n",
+        b"\xff\xd8\xff", // JPEG
+        b"GIF87a",
+        b"GIF89a",
+    ];
+    if MAGIC.iter().any(|m| bytes.starts_with(m)) {
+        return true;
+    }
     let essence = content_type
         .map(|ct| {
             ct.split(';')
@@ -128,6 +144,7 @@ fn declared_kind(essence: &str) -> Option<bool> {
         return Some(false);
     }
     match top {
+        "text" if sub == "plain" => None,
         "text" => Some(false),
         "image" | "audio" | "video" | "font" | "model" => Some(true),
         "application" => match sub {
@@ -275,6 +292,18 @@ mod tests {
         ));
         assert!(!is_binary(b"<svg></svg>", Some("image/svg+xml")));
         assert!(!is_binary(b"<p>a\0b</p>", Some("text/html; charset=utf-8")));
+        // A format's signature overrules the declared type; text/plain is sniffed.
+        assert!(is_binary(
+            b"\x1f\x8b\x08\0\0\0\0\0",
+            Some("text/html; charset=utf-8")
+        ));
+        assert!(is_binary(b"%PDF-1.4\n%\xe2\xe3", Some("text/html")));
+        assert!(is_binary(b"\xff\xd8\xff\xe0\0\x10JFIF", Some("text/plain")));
+        assert!(is_binary(
+            b"abc\0\x01\x02",
+            Some("text/plain; charset=us-ascii")
+        ));
+        assert!(!is_binary(b"plain text\r\n", Some("text/plain")));
         assert!(!is_binary(b"{\"a\":1}", Some("Application/JSON")));
         // Else the first bytes do.
         assert!(is_binary(png, None));
