@@ -22,8 +22,12 @@
 //! should be, would all be stale. So a record more than `max_lead_ms` ahead of the newest event
 //! time trusted so far is a *leap*: it is processed, but its time moves nothing until
 //! [`LEAP_RECORDS`] records of its partition in a row leap too (the crawl really moved on, after
-//! a pause); a record of that partition within the bound ends the leap. The topology bounds the
-//! lead by the window, so that no single record can empty it.
+//! a pause); a record of that partition within the bound ends the leap. By default the topology
+//! bounds the lead by the window's length, so that no single record can empty it, and files a
+//! page whose date is held back at the newest trusted time (so a later fetch of its URL is not
+//! stale). The cost falls on a real pause longer than the bound: the first `LEAP_RECORDS − 1`
+//! pages after it are filed at the old time and leave the window with the old pages when the
+//! clock follows, until they are fetched again.
 
 use std::collections::BTreeMap;
 
@@ -120,6 +124,13 @@ impl EventClock {
             && at_ms > self.newest_overall.saturating_add(max_lead_ms.max(0))
     }
 
+    /// Whether [`Self::observe`] would hold a record of `partition` at `at_ms` back: a leap
+    /// that is not the one completing [`LEAP_RECORDS`] in a row.
+    pub fn would_hold(&self, partition: i32, at_ms: i64, max_lead_ms: i64) -> bool {
+        let run = self.leaps.get(&partition).map_or(0, |l| l.0);
+        self.leap(at_ms, max_lead_ms) && run + 1 < LEAP_RECORDS
+    }
+
     /// Records whose time was held back as a leap, in all.
     pub fn held(&self) -> u64 {
         self.held
@@ -183,6 +194,7 @@ mod tests {
         let far = 10 * H + 100 * 365 * 24 * H;
         // One record a century ahead moves nothing, nor do the next ones while a record within
         // the bound comes between.
+        assert!(c.would_hold(0, far, lead) && !c.would_hold(0, 11 * H, lead));
         assert_eq!(c.observe(0, far, 24 * H, lead), 10 * H);
         assert_eq!(c.newest(), 10 * H);
         for _ in 0..LEAP_RECORDS - 2 {
@@ -201,6 +213,10 @@ mod tests {
             assert_eq!(c.observe(0, resumed + i64::from(k), 24 * H, lead), 11 * H);
         }
         let last = resumed + i64::from(LEAP_RECORDS);
+        assert!(
+            c.leap(last, lead) && !c.would_hold(0, last, lead),
+            "the one that completes it"
+        );
         assert_eq!(c.observe(0, last, 24 * H, lead), last);
         assert_eq!(c.newest(), last);
         // Another partition's leap is its own: partition 1's records do not end partition 0's.

@@ -619,35 +619,40 @@ impl Topology {
 
     fn process_page(&mut self, page: &PageEvent, signed: Option<Signed>, source: &Source) {
         let at = format_time(page.fetched_at_ms);
-        self.emitter.set_at(&at);
+        let partition = match source {
+            Source::Kafka { partition, .. } => *partition,
+            Source::File { .. } => 0,
+        };
+        // The date of a leap the clock holds back is not trusted (see `clock`): the windows
+        // file the page at the newest trusted event time instead, so that a later fetch of its
+        // URL is not stale and nothing is dated by it. Its signature event still states the
+        // date it came with.
+        let lead = self.max_lead_ms();
+        let at_ms = if self
+            .state
+            .clock
+            .would_hold(partition, page.fetched_at_ms, lead)
+        {
+            self.state.clock.newest()
+        } else {
+            page.fetched_at_ms
+        };
+        self.emitter.set_at(&format_time(at_ms));
         // The parts downstream of the pairs: here unless a cluster stage runs them.
         let downstream = self.state.role == Role::All;
         if downstream {
             if let Some(ev) = &mut self.state.evolution {
                 ev.begin(page.crawl_id.as_deref(), &self.state.similar);
             }
-            // A leap's date does not close an epoch either (it may be wrong).
-            let at_ms = match self
-                .state
-                .clock
-                .leap(page.fetched_at_ms, self.max_lead_ms())
-            {
-                true => self.state.clock.newest(),
-                false => page.fetched_at_ms,
-            };
             self.maybe_close_epoch(page.crawl_id.as_deref(), at_ms);
         }
-        let partition = match source {
-            Source::Kafka { partition, .. } => *partition,
-            Source::File { .. } => 0,
-        };
         let newest_before = self.state.clock.newest();
         let before = self.state.clock.watermark();
         let watermark = self.state.clock.observe(
             partition,
             page.fetched_at_ms,
             self.cfg.max_partition_skew_ms,
-            self.max_lead_ms(),
+            lead,
         );
         if watermark > before {
             if downstream {
@@ -671,7 +676,7 @@ impl Topology {
             let p = &sg.parts;
             self.state
                 .history
-                .record(&page.url, page.fetched_at_ms, p.checksum, p.text_hash, &p.b)
+                .record(&page.url, at_ms, p.checksum, p.text_hash, &p.b)
                 .map(|c| ChangeSinceLast {
                     previous_fetched_at: format_time(c.previous_ms),
                     agreeing_minvalues: c.agreeing_minvalues,
@@ -700,7 +705,7 @@ impl Topology {
         }
         let fetch = DownstreamFetch {
             url: &page.url,
-            fetched_at_ms: page.fetched_at_ms,
+            fetched_at_ms: at_ms,
             ip: page.ip.as_deref(),
             links: parts.map(Links::Parts),
         };
@@ -733,12 +738,12 @@ impl Topology {
             change,
         });
         if downstream {
-            self.observe_exact(&page.url, checksum, page.fetched_at_ms);
+            self.observe_exact(&page.url, checksum, at_ms);
         }
         let fetch = near::Fetch {
             url: &page.url,
             sketch,
-            fetched_at_ms: page.fetched_at_ms,
+            fetched_at_ms: at_ms,
             crawl_id: page.crawl_id.as_deref(),
         };
         match &mut self.state.sequencer {
@@ -752,7 +757,7 @@ impl Topology {
                     format: INTERNAL_FORMAT,
                     state: self.state_fingerprint.clone(),
                     url: page.url.clone(),
-                    fetched_at_ms: page.fetched_at_ms,
+                    fetched_at_ms: at_ms,
                     crawl_id: page.crawl_id.clone(),
                     ip: page.ip.clone(),
                     checksum,
@@ -787,7 +792,7 @@ impl Topology {
                 self.indexed = Some((key, value.expect("an indexed page serializes")));
             }
             _ => {
-                self.update_clusters(page.fetched_at_ms, changes);
+                self.update_clusters(at_ms, changes);
             }
         }
         if let Some(ev) = &mut self.state.evolution {
