@@ -112,16 +112,18 @@ pub fn is_binary(bytes: &[u8], content_type: Option<&str>) -> bool {
     if MAGIC.iter().any(|m| bytes.starts_with(m)) {
         return true;
     }
-    let essence = content_type
-        .map(|ct| {
-            ct.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
-    match declared_kind(&essence) {
+    // The MIME type's essence, lower-cased on the stack (a longer one is no type we know).
+    let essence = content_type.map_or("", |ct| ct.split(';').next().unwrap_or("").trim());
+    let mut lower = [0u8; 80];
+    let essence = match lower.get_mut(..essence.len()) {
+        Some(buf) => {
+            buf.copy_from_slice(essence.as_bytes());
+            buf.make_ascii_lowercase();
+            std::str::from_utf8(buf).unwrap_or("")
+        }
+        None => "",
+    };
+    match declared_kind(essence) {
         Some(binary) => binary,
         None => {
             let label = content_type.and_then(charset_param).unwrap_or("");
@@ -305,6 +307,9 @@ mod tests {
         ));
         assert!(!is_binary(b"plain text\r\n", Some("text/plain")));
         assert!(!is_binary(b"{\"a\":1}", Some("Application/JSON")));
+        assert!(is_binary(b"PLTE", Some(" IMAGE/x-Icon ; q=1")));
+        let long = format!("application/{}", "x".repeat(100));
+        assert!(is_binary(b"\0", Some(&long)) && !is_binary(b"text", Some(&long)));
         // Else the first bytes do.
         assert!(is_binary(png, None));
         assert!(is_binary(png, Some("application/octet-stream")));

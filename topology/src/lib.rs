@@ -1051,8 +1051,6 @@ impl Topology {
         }
     }
 
-    /// A collections epoch closes when the crawl round changes, or a day of event time after
-    /// the last one (streams without rounds).
     /// How far ahead of the event time a record may be dated before it is a leap: the
     /// configured lead, or the window's length.
     fn max_lead_ms(&self) -> i64 {
@@ -1067,6 +1065,8 @@ impl Topology {
         self.state.clock.held()
     }
 
+    /// A collections epoch closes when the crawl round changes, or a day of event time after
+    /// the last one (streams without rounds).
     fn maybe_close_epoch(&mut self, crawl_id: Option<&str>, at_ms: i64) {
         let round_changed = crawl_id.is_some() && crawl_id != self.state.epoch.0.as_deref();
         if self.state.epoch.1 == i64::MIN {
