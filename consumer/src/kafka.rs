@@ -655,6 +655,7 @@ pub async fn run(
             }
             let t0 = Instant::now();
             let dead_before = topo.stats().dead_letter_total();
+            let leaps_before = topo.event_time_leaps();
             prepared
                 .apply(&mut topo, (&payload, &src, p), &mut out)
                 .map_err(|e| {
@@ -664,6 +665,14 @@ pub async fn run(
                     )
                 })?;
             process_seconds.record(t0.elapsed().as_secs_f64());
+            let leaps = topo.event_time_leaps();
+            // The 1st, 10th, 100th, ...: enough to be seen, never a flood.
+            if leaps > leaps_before && is_power_of_ten(leaps) {
+                warn!(
+                    topic = %opts.input_topic, partition = p, offset = o, leaps,
+                    "a record dated more than --max-event-time-lead ahead of the event time did not move the windows (a crawler's clock or date field is wrong, or a pause in the crawl that 16 records in a row will confirm)"
+                );
+            }
             guard
                 .record(topo.stats().dead_letter_total() > dead_before)
                 .map_err(|e| {
@@ -924,6 +933,14 @@ impl Ready {
         }
         Ok(())
     }
+}
+
+/// 1, 10, 100, ...: when a count is worth a log line.
+fn is_power_of_ten(mut n: u64) -> bool {
+    while n >= 10 && n % 10 == 0 {
+        n /= 10;
+    }
+    n == 1
 }
 
 /// A record prepared as `stage` prepares it (on a preparing thread, or to restore state): read
@@ -1513,7 +1530,13 @@ fn restore_partitions(
 
 #[cfg(test)]
 mod tests {
-    use super::{Buffers, DeadLetterGuard};
+    use super::{is_power_of_ten, Buffers, DeadLetterGuard};
+
+    #[test]
+    fn powers_of_ten_are_told() {
+        let logged: Vec<u64> = (0..=100_000).filter(|&n| is_power_of_ten(n)).collect();
+        assert_eq!(logged, vec![1, 10, 100, 1000, 10_000, 100_000]);
+    }
 
     #[test]
     fn buffers_hold_each_copy_exactly_and_keep_only_small_ones() {
