@@ -4,7 +4,10 @@
 //! pair as near duplicates of text they do not have. Text in the same stream is unaffected. An
 //! empty body is no content, as an absent one is: empty pages are not each other's duplicates.
 
+mod common;
+
 use base64::Engine;
+use common::prose;
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{Config, Topology};
 use serde_json::{json, Value};
@@ -37,37 +40,6 @@ fn record(url: &str, second: u32, content_type: Option<&str>, bytes: &[u8]) -> V
         e["content_type"] = ct.into();
     }
     e.to_string().into_bytes()
-}
-
-fn prose(words: usize) -> String {
-    let vocabulary = [
-        "mirror",
-        "crawl",
-        "index",
-        "window",
-        "shingle",
-        "cluster",
-        "page",
-        "host",
-        "signature",
-        "broker",
-        "replay",
-        "stream",
-        "bucket",
-        "verify",
-        "policy",
-        "round",
-    ];
-    let mut x = 7u64;
-    (0..words)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            vocabulary[(x >> 60) as usize]
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 struct Run {
@@ -123,7 +95,7 @@ fn binaries_are_not_read_as_text_and_pair_only_when_identical() {
     for b in &mut logo2[20_000..20_010] {
         *b ^= 0x55;
     }
-    let text = prose(600);
+    let text = prose(7, 600);
     let records = vec![
         record("http://a.example/logo.png", 1, Some("image/png"), &logo),
         record("http://b.example/logo.png", 2, Some("image/png"), &logo),
@@ -205,7 +177,7 @@ fn binaries_are_not_read_as_text_and_pair_only_when_identical() {
 
 #[test]
 fn utf16_text_is_text() {
-    let text = prose(300);
+    let text = prose(7, 300);
     let wide: Vec<u8> = [0xFFu8, 0xFE]
         .into_iter()
         .chain(
@@ -222,7 +194,7 @@ fn utf16_text_is_text() {
 
 #[test]
 fn an_empty_body_is_no_content() {
-    let text = format!("<p>{}</p>", prose(300));
+    let text = format!("<p>{}</p>", prose(7, 300));
     let run = run(&[
         text_record("http://a.example/page", 1, &text),
         text_record("http://b.example/page", 2, &text),
