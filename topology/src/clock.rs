@@ -28,6 +28,14 @@
 //! stale). The cost falls on a real pause longer than the bound: the first `LEAP_RECORDS − 1`
 //! pages after it are filed at the old time and leave the window with the old pages when the
 //! clock follows, until they are fetched again.
+//!
+//! **The first date is on probation.** A fresh clock has nothing to compare its first record
+//! with, so it publishes no watermark (nothing leaves a window, nothing is stale) until
+//! [`LEAP_RECORDS`] records agree with the first date, within the bound. If that many records
+//! in a row are dated more than the bound behind it instead, the first record was the odd one
+//! out (a fetcher's clock years ahead at the very start), and the clock starts from the dates
+//! of the records that were behind it. With no bound (`i64::MAX`) every date is trusted from
+//! the first.
 
 use std::collections::BTreeMap;
 
@@ -46,6 +54,10 @@ pub struct EventClock {
     watermark: i64,
     /// Records whose time was held back as a leap.
     held: u64,
+    /// While the first date is on probation (see the module doc): records in agreement with
+    /// it so far, how many in a row were dated more than the bound behind it, and the newest
+    /// of all those behind it, by partition. `None` once the clock trusts its dates.
+    probation: Option<(u32, u32, BTreeMap<i32, i64>)>,
 }
 
 impl Default for EventClock {
@@ -56,6 +68,7 @@ impl Default for EventClock {
             newest_overall: i64::MIN,
             watermark: i64::MIN,
             held: 0,
+            probation: Some((0, 0, BTreeMap::new())),
         }
     }
 }
@@ -72,6 +85,13 @@ impl EventClock {
         max_skew_ms: i64,
         max_lead_ms: i64,
     ) -> i64 {
+        if max_lead_ms == i64::MAX {
+            // Every date trusted: nothing is on probation.
+            self.probation = None;
+        }
+        if self.newest_overall != i64::MIN && self.outvoted(partition, at_ms, max_lead_ms) {
+            return self.watermark;
+        }
         let at_ms = match self.leap(at_ms, max_lead_ms) {
             false => {
                 self.leaps.remove(&partition);
@@ -87,16 +107,53 @@ impl EventClock {
                 }
                 let confirmed = *newest;
                 self.leaps.remove(&partition);
+                // Records enough agree on the new time: the first date is not in question.
+                self.probation = None;
                 confirmed
             }
         };
         let newest = self.newest.entry(partition).or_insert(i64::MIN);
         *newest = (*newest).max(at_ms);
         self.newest_overall = self.newest_overall.max(at_ms);
+        if let Some((agreeing, _, _)) = &mut self.probation {
+            *agreeing += 1;
+            if *agreeing < LEAP_RECORDS {
+                return self.watermark;
+            }
+            self.probation = None;
+        }
         let slowest = self.newest.values().copied().min().unwrap_or(i64::MIN);
         let bound = self.newest_overall.saturating_sub(max_skew_ms.max(0));
         self.watermark = self.watermark.max(slowest.max(bound));
         self.watermark
+    }
+
+    /// While the first date is on probation, notes a record dated more than the bound behind
+    /// it (true: the clock is not moved) or ends a run of such records (false). When
+    /// [`LEAP_RECORDS`] records in a row are that far behind, the first date was the odd one
+    /// out: the clock starts again from the dates of every record that was behind it (false:
+    /// the record completing the run goes on).
+    fn outvoted(&mut self, partition: i32, at_ms: i64, max_lead_ms: i64) -> bool {
+        let Some((_, behind, run)) = &mut self.probation else {
+            return false;
+        };
+        if at_ms >= self.newest_overall.saturating_sub(max_lead_ms.max(0)) {
+            *behind = 0;
+            return false;
+        }
+        *behind += 1;
+        let newest = run.entry(partition).or_insert(i64::MIN);
+        *newest = (*newest).max(at_ms);
+        if *behind < LEAP_RECORDS {
+            return true;
+        }
+        self.newest = std::mem::take(run);
+        self.newest_overall = self.newest.values().copied().max().unwrap_or(i64::MIN);
+        self.leaps.clear();
+        self.probation = None;
+        // The record goes on as a trusted one, and the watermark (never published while on
+        // probation) is made from the new dates.
+        false
     }
 
     /// Takes the watermark and newest event time another stage's clock reached (a split
@@ -186,11 +243,53 @@ mod tests {
         assert_eq!(c.observe(1, 9 * H, 0, NO_LEAPS), 9 * H);
     }
 
+    /// A clock past its probation: LEAP_RECORDS records of partition 0 at `at`.
+    fn settled(at: i64, lead: i64) -> EventClock {
+        let mut c = EventClock::default();
+        for _ in 0..LEAP_RECORDS {
+            c.observe(0, at, 24 * H, lead);
+        }
+        assert_eq!(c.watermark(), at);
+        c
+    }
+
+    #[test]
+    fn the_first_date_is_on_probation_until_enough_records_agree() {
+        let lead = 14 * 24 * H;
+        // Agreeing records: the watermark is published on the LEAP_RECORDS-th.
+        let mut c = EventClock::default();
+        for k in 1..LEAP_RECORDS {
+            assert_eq!(c.observe(0, i64::from(k) * H, 24 * H, lead), i64::MIN);
+        }
+        let last = i64::from(LEAP_RECORDS) * H;
+        assert_eq!(c.observe(0, last, 24 * H, lead), last);
+        // A first record a century ahead: the records after it outvote it, and the clock
+        // starts from their dates on the LEAP_RECORDS-th.
+        let far = 100 * 365 * 24 * H;
+        let mut c = EventClock::default();
+        assert_eq!(c.observe(0, far, 24 * H, lead), i64::MIN);
+        for k in 1..LEAP_RECORDS {
+            assert_eq!(
+                c.observe(k as i32 % 2, i64::from(k) * H, 24 * H, lead),
+                i64::MIN
+            );
+        }
+        assert_eq!(c.newest(), far, "not yet outvoted");
+        assert_eq!(
+            c.observe(1, last, 24 * H, lead),
+            last - 2 * H,
+            "the slower partition's"
+        );
+        assert_eq!(c.newest(), last);
+        // Leaps off (no bound): every date is trusted from the first.
+        let mut c = EventClock::default();
+        assert_eq!(c.observe(0, far, 24 * H, NO_LEAPS), far);
+    }
+
     #[test]
     fn a_leap_moves_the_clock_only_when_enough_records_in_a_row_make_it() {
-        let mut c = EventClock::default();
         let lead = 14 * 24 * H;
-        assert_eq!(c.observe(0, 10 * H, 24 * H, lead), 10 * H);
+        let mut c = settled(10 * H, lead);
         let far = 10 * H + 100 * 365 * 24 * H;
         // One record a century ahead moves nothing, nor do the next ones while a record within
         // the bound comes between.
@@ -220,8 +319,7 @@ mod tests {
         assert_eq!(c.observe(0, last, 24 * H, lead), last);
         assert_eq!(c.newest(), last);
         // Another partition's leap is its own: partition 1's records do not end partition 0's.
-        let mut c = EventClock::default();
-        c.observe(0, 10 * H, 24 * H, lead);
+        let mut c = settled(10 * H, lead);
         for _ in 0..LEAP_RECORDS - 1 {
             c.observe(0, far, 24 * H, lead);
             c.observe(1, 10 * H, 24 * H, lead);
@@ -250,7 +348,7 @@ mod tests {
             let mut last = i64::MIN;
             for (i, &(p, t)) in records.iter().enumerate() {
                 for &(_, bp, bt) in bogus.iter().filter(|b| b.0 == i) {
-                    // Far ahead of anything, but not the first record (that one is trusted).
+                    // Far ahead of anything, but not the first record (the next test).
                     if i > 0 {
                         prop_assert_eq!(c.observe(bp, 2000 + bt, skew, lead), last);
                     }
@@ -259,6 +357,27 @@ mod tests {
                 prop_assert_eq!(last, want[i]);
             }
             prop_assert_eq!(c.newest(), clean.newest());
+        }
+
+        /// A first record dated far ahead is outvoted by the records after it: at every one of
+        /// them the watermark is what it is without it (none while the first dates are on
+        /// probation, as for any stream).
+        #[test]
+        fn a_first_record_far_ahead_changes_nothing(
+            records in proptest::collection::vec((0i32..3, 0i64..1000), 1..150),
+            first in (0i32..3, 0i64..1_000_000),
+            skew in 0i64..300,
+        ) {
+            let lead = 1000;
+            let mut clean = EventClock::default();
+            let mut c = EventClock::default();
+            c.observe(first.0, 2000 + first.1, skew, lead);
+            for &(p, t) in &records {
+                prop_assert_eq!(c.observe(p, t, skew, lead), clean.observe(p, t, skew, lead));
+            }
+            if records.len() >= LEAP_RECORDS as usize {
+                prop_assert_eq!(c.newest(), clean.newest());
+            }
         }
 
         /// Against a direct model: the watermark is the running maximum of

@@ -1,7 +1,8 @@
 //! One record dated far ahead of the others (a fetcher whose clock is years off) must not move
 //! the windows there: before, it evicted every page and retracted every pair, and made every
-//! record after it stale. A real jump (a crawl resuming after a pause longer than the window)
-//! still moves them, once `LEAP_RECORDS` records in a row make it.
+//! record after it stale. That holds for the very first record too. A real jump (a crawl
+//! resuming after a pause longer than the window) still moves them, once `LEAP_RECORDS`
+//! records in a row make it.
 
 mod common;
 
@@ -110,6 +111,35 @@ fn one_record_from_the_future_moves_no_window() {
     assert_eq!(
         filed,
         Some(neardup_topology::parse_time("2026-11-04T00:00:00Z").unwrap())
+    );
+}
+
+#[test]
+fn a_first_record_from_the_future_is_outvoted() {
+    // Day 0 and, past the window, day 20: the old pages must leave on the new day's records.
+    let mut clean = mirrored(0, 0, 10);
+    clean.extend(mirrored(20, 0, 10));
+    let (want, clean_topo) = run(&clean);
+    assert!(want.iter().any(|p| p.starts_with("\"retracted\"")));
+
+    let future = String::from_utf8(record(
+        "http://z.example/clock-off.html",
+        0,
+        0,
+        200,
+        "192.0.2.9",
+        "<p>the very first record, from a fetcher whose clock is off</p>",
+    ))
+    .unwrap()
+    .replace("2026-11-02", "2126-11-02");
+    let lines = [vec![future.into_bytes()], clean].concat();
+    let (got, topo) = run(&lines);
+    assert_eq!(got, want, "the same pairs, retracted when they should be");
+    assert_eq!(topo.watermark_ms(), clean_topo.watermark_ms());
+    assert_eq!(
+        topo.near_stats().stale,
+        0,
+        "the records after it are not stale"
     );
 }
 
