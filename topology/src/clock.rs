@@ -163,7 +163,7 @@ impl EventClock {
         self.newest_overall = self.newest_overall.max(newest);
     }
 
-    /// The watermark (`i64::MIN` before any record).
+    /// The watermark (`i64::MIN` before any record, and while the first date is on probation).
     pub fn watermark(&self) -> i64 {
         self.watermark
     }
