@@ -77,6 +77,19 @@ pub fn charset_param(content_type: &str) -> Option<&str> {
     })
 }
 
+/// A body's bytes as the text to read, with the name of their charset: a body that is not text
+/// ([`is_binary`]) is not decoded, and reads as no text under the name [`BINARY`]; any other is
+/// decoded as [`decode_body`] does, and is an error where that is.
+pub fn read_body<'a>(
+    bytes: &'a [u8],
+    content_type: Option<&str>,
+) -> Result<(Cow<'a, str>, &'static str), UndecodableBody> {
+    if is_binary(bytes, content_type) {
+        return Ok((Cow::Borrowed(""), BINARY));
+    }
+    decode_body(bytes, content_type)
+}
+
 /// The charset name signature events state for a body that is not text (as `file -i` says).
 pub const BINARY: &str = "binary";
 

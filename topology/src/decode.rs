@@ -164,9 +164,8 @@ impl<'a> Envelope<'a> {
             PendingBody::Base64(lit) => unescape(lit).and_then(|b64| {
                 let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
                 let fits = bytes.len() <= limits.max_body_bytes;
-                let ct = self.page.content_type.as_deref();
                 let readable =
-                    charset::is_binary(&bytes, ct) || charset::decode_body(&bytes, ct).is_ok();
+                    charset::read_body(&bytes, self.page.content_type.as_deref()).is_ok();
                 (fits && readable).then_some(Body::Bytes(bytes))
             }),
         };
@@ -579,11 +578,8 @@ fn decode_generic(raw: &[u8], limits: &DecodeLimits) -> Result<PageEvent, Decode
             // Refuse bytes that do not decode in the declared or sniffed charset now, so the
             // record lands in the dead letters rather than being indexed as mojibake. A body
             // that is not text is not read as text, so it has no charset to break.
-            let ct = page.content_type.as_deref();
-            if !charset::is_binary(&bytes, ct) {
-                charset::decode_body(&bytes, ct)
-                    .map_err(|e| DecodeError::new(UndecodableBody, e.to_string()))?;
-            }
+            charset::read_body(&bytes, page.content_type.as_deref())
+                .map_err(|e| DecodeError::new(UndecodableBody, e.to_string()))?;
             Some(Body::Bytes(bytes))
         }
         (None, None) => None,

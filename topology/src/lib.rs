@@ -1683,21 +1683,18 @@ impl Preparer {
         let checksum = xxhash_rust::xxh3::xxh3_128(body.raw());
         let page_url = url::Url::parse(&page.url).ok();
         let content_type = page.content_type.as_deref();
-        let (sig, charset) = match body {
-            // Not text: its bytes read as characters would be noise (see `charset::is_binary`).
-            _ if charset::is_binary(body.raw(), content_type) => (
-                self.signer.sign("", page_url.as_ref()),
-                charset::BINARY.into(),
-            ),
-            Body::Text(html) => (self.signer.sign(html, page_url.as_ref()), "UTF-8".into()),
-            Body::Bytes(bytes) => {
-                // decode() already proved the bytes decode; a failure here cannot happen, but
-                // is handled as empty text rather than a panic.
-                let (html, cs) = charset::decode_body(bytes, content_type)
-                    .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8"));
-                (self.signer.sign(&html, page_url.as_ref()), cs.into())
+        let (html, charset) = match body {
+            // Not text: its characters would be noise (see `charset::is_binary`).
+            Body::Text(html) if charset::is_binary(html.as_bytes(), content_type) => {
+                (std::borrow::Cow::Borrowed(""), charset::BINARY)
             }
+            Body::Text(html) => (std::borrow::Cow::Borrowed(html.as_str()), "UTF-8"),
+            // decode() already proved the bytes readable; a failure here cannot happen, but is
+            // handled as empty text rather than a panic.
+            Body::Bytes(bytes) => charset::read_body(bytes, content_type)
+                .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8")),
         };
+        let sig = self.signer.sign(&html, page_url.as_ref());
         // Sized exactly: the cache keeps them.
         let mut links = String::with_capacity(sig.extraction.links().map(str::len).sum());
         let mut link_ends = Vec::with_capacity(sig.extraction.links().count());
@@ -1714,7 +1711,7 @@ impl Preparer {
             body_bytes: body.raw().len() as u64,
             text_bytes: sig.extraction.text.len() as u64,
             tokens: sig.tokens,
-            charset,
+            charset: charset.into(),
             tokens_truncated: sig.truncated,
             chunks: sig.chunks.clone(),
             paragraphs: sig.paragraphs.clone(),
