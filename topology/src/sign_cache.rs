@@ -24,9 +24,9 @@
 //! new one would, with a cycle of more URLs than the cache holds, evict every entry just before
 //! its URL comes again: no hit at all. So a full cache admits a page only in place of entries
 //! whose last fetch is more than one window older (in event time) than this one, oldest first;
-//! otherwise the page is signed and not cached. With a cycle longer than the cache, the URLs cached first keep their entries and
-//! hit every cycle (the best any cache of that size can do on a cycle), and URLs no longer
-//! fetched leave once their window has passed.
+//! otherwise the page is signed and not cached. With a cycle longer than the cache, the URLs
+//! cached first keep their entries and hit every cycle (the best any cache of that size can do
+//! on a cycle), and URLs no longer fetched leave once their window has passed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
