@@ -5,6 +5,7 @@
 //! every output it caused was acknowledged by the broker).
 
 pub mod at_end;
+mod buffers;
 pub mod checkpoints;
 pub mod cli;
 pub mod config;

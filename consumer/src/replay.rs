@@ -12,16 +12,17 @@
 //! and similarity Ψ against round 1 by round-1 cluster size), and the report a person reads,
 //! `OUT/report.html` with `OUT/report.json` (see [`crate::report`]).
 
+use crate::buffers::Buffers;
 use anyhow::{Context, Result};
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::sign_cache::SignCache;
 use neardup_topology::{Emit, Prepared, Preparer, Topology};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 /// Opens a JSONL file, transparently gunzipping it when it starts with the gzip magic bytes.
@@ -192,19 +193,33 @@ pub struct ReplayReport {
     pub topology: Topology,
 }
 
-/// Records prepared (decoded and signed) together, in parallel, before they are applied in order.
-const BATCH: usize = 256;
+/// Records being prepared at once, per core: enough that a thread finishing a record always
+/// finds the next one waiting, while another signs a long page.
+const DEPTH_PER_CORE: usize = 64;
+
+/// A record with its preparation: what a preparing thread answers.
+type Answer = (Vec<u8>, Prepared);
+
+/// A record to prepare, and where its answer goes.
+type Job = (Vec<u8>, mpsc::SyncSender<Answer>);
 
 /// One replay in progress: the topology and the output files.
 ///
-/// Decoding and signing, most of the work, run on every core: records are collected in
-/// batches, each batch is prepared by one [`Preparer`] per core, and the results are applied
-/// to the one topology in input order, so the outputs are those of a sequential replay.
+/// Decoding and signing, most of the work, run on every core, on threads with one
+/// [`Preparer`] each that take the next record as soon as they are free (a page to sign costs
+/// some twenty times one the sign cache knows). This thread reads the input, hands each record
+/// to them and applies the results to the one topology in input order while they prepare the
+/// records after it, so the outputs are those of a sequential replay.
 pub struct Replayer {
     topo: Topology,
-    preparers: Vec<Preparer>,
+    /// Records for the preparing threads; `None` once the input has ended.
+    jobs: Option<mpsc::Sender<Job>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Records handed out and not yet applied, in input order, with their answers to come.
+    pending: VecDeque<(Source, mpsc::Receiver<Answer>)>,
+    depth: usize,
+    buffers: Buffers,
     sign_cache: Arc<SignCache>,
-    batch: Vec<(Vec<u8>, Source)>,
     sink: FileSink,
     out: Vec<Emit>,
     write_err: Option<anyhow::Error>,
@@ -225,14 +240,36 @@ impl Replayer {
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let sign_cache = Arc::new(SignCache::new(sign_cache, cfg.window_ms));
+        let sink = FileSink::create(out_dir)?;
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..cores)
+            .map(|i| {
+                let mut preparer = Preparer::with_cache(&cfg, Arc::clone(&sign_cache));
+                let rx = Arc::clone(&rx);
+                std::thread::Builder::new()
+                    .name(format!("neardup-prepare-{i}"))
+                    .spawn(move || loop {
+                        // The lock is held only while waiting for the next record. Ends when
+                        // the replay drops the sender.
+                        let next = rx.lock().map(|rx| rx.recv());
+                        let Ok(Ok((raw, reply))) = next else { break };
+                        let prepared = preparer.prepare(&raw);
+                        // A replay that stopped early no longer waits: nothing to do then.
+                        let _ = reply.send((raw, prepared));
+                    })
+                    .context("cannot start a preparing thread")
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Replayer {
-            preparers: (0..cores)
-                .map(|_| Preparer::with_cache(&cfg, Arc::clone(&sign_cache)))
-                .collect(),
-            sign_cache,
             topo: Topology::new(cfg),
-            batch: Vec::with_capacity(BATCH),
-            sink: FileSink::create(out_dir)?,
+            jobs: Some(jobs),
+            threads,
+            pending: VecDeque::new(),
+            depth: DEPTH_PER_CORE * cores,
+            buffers: Buffers::default(),
+            sign_cache,
+            sink,
             out: Vec::new(),
             write_err: None,
             out_dir: out_dir.to_owned(),
@@ -241,51 +278,47 @@ impl Replayer {
         })
     }
 
-    /// Takes one input record (processed with its batch).
+    /// Takes one input record: hands it to the preparing threads, and applies the records
+    /// before it whose turn has come.
     pub fn record(&mut self, bytes: &[u8], src: &Source) {
-        self.batch.push((bytes.to_vec(), src.clone()));
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = (self.buffers.copy(bytes), reply);
+        self.jobs
+            .as_ref()
+            .expect("records come only before the end")
+            .send(job)
+            .expect("preparing never panics");
+        self.pending.push_back((src.clone(), answer));
         self.records += 1;
-        if self.batch.len() >= BATCH {
-            self.flush();
+        while self.pending.len() > self.depth {
+            self.apply_next();
         }
     }
 
-    /// Prepares the batch in parallel and applies it in order.
-    fn flush(&mut self) {
-        let batch = std::mem::take(&mut self.batch);
-        if batch.is_empty() {
+    /// Applies the oldest record handed out, waiting for its preparation.
+    fn apply_next(&mut self) {
+        let Some((src, answer)) = self.pending.pop_front() else {
             return;
-        }
-        let chunk = batch.len().div_ceil(self.preparers.len());
-        let prepared: Vec<Prepared> = std::thread::scope(|scope| {
-            let workers: Vec<_> = self
-                .preparers
-                .iter_mut()
-                .zip(batch.chunks(chunk))
-                .map(|(p, records)| {
-                    scope.spawn(move || {
-                        records
-                            .iter()
-                            .map(|(raw, _)| p.prepare(raw))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| w.join().expect("preparing never panics"))
-                .collect()
-        });
-        for ((raw, src), p) in batch.iter().zip(prepared) {
-            self.topo.apply(p, raw, src, &mut self.out);
-            for e in self.out.drain(..) {
-                if let Err(err) = self.sink.write(&e) {
-                    self.write_err.get_or_insert(err);
-                }
+        };
+        let (raw, prepared) = answer.recv().expect("preparing never panics");
+        self.topo.apply(prepared, &raw, &src, &mut self.out);
+        for e in self.out.drain(..) {
+            if let Err(err) = self.sink.write(&e) {
+                self.write_err.get_or_insert(err);
             }
         }
-        self.batch = batch;
-        self.batch.clear();
+        self.buffers.put(raw);
+    }
+
+    /// Applies every record handed out, and stops the preparing threads.
+    fn flush(&mut self) {
+        while !self.pending.is_empty() {
+            self.apply_next();
+        }
+        self.jobs = None;
+        for t in self.threads.drain(..) {
+            t.join().expect("preparing never panics");
+        }
     }
 
     /// The first write error so far, if any.
