@@ -62,6 +62,7 @@ pub fn json(topo: &Topology, rounds: &[RoundFigures], inputs: &[String]) -> Valu
             "records": s.records,
             "pages": s.pages,
             "no_content": s.no_content,
+            "inconclusive": s.inconclusive,
             "dead_letters": dead,
             "outputs": outputs,
             "pairs_detected": s.pairs_detected,
@@ -358,6 +359,10 @@ fn totals(h: &mut String, t: &Value) {
         ("records", "input records"),
         ("pages", "pages fetched with content"),
         ("no_content", "fetches without content"),
+        (
+            "inconclusive",
+            "fetches that kept the content (304, 429, 5xx)",
+        ),
         ("pairs_detected", "pair detections"),
         ("window_pages", "pages in the window at the end"),
         ("live_pairs", "live pairs at the end"),

@@ -22,13 +22,20 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
     let _ = writeln!(s, "  pages           {:>10}   (with content)", stats.pages);
     let _ = writeln!(
         s,
-        "  no content      {:>10}   (404/410/0 and other non-2xx, or an empty body)",
+        "  no content      {:>10}   (404/410/0, redirects and other 4xx, or an empty body)",
         stats.no_content
     );
+    if stats.inconclusive > 0 {
+        let _ = writeln!(
+            s,
+            "  inconclusive    {:>10}   (304/429/5xx: the URL kept the content it had)",
+            stats.inconclusive
+        );
+    }
     let _ = writeln!(
         s,
         "  pages/s         {:>10.0}",
-        (stats.pages + stats.no_content) as f64 / secs
+        (stats.pages + stats.no_content + stats.inconclusive) as f64 / secs
     );
     if stats.repeats_skipped > 0 {
         let _ = writeln!(

@@ -6,7 +6,8 @@
 //! `WARC-IP-Address`, and from the archived HTTP response its status, `Content-Type` and body
 //! (as `body_base64`: the topology detects the charset as for any byte body). A chunked
 //! transfer encoding is undone, and a `gzip` or `deflate` content encoding decompressed. Bodies
-//! of non-2xx responses are left out (neardup treats them as "no content" anyway). WARC has no
+//! of non-2xx responses are left out (neardup reads none: such a fetch is "no content", or
+//! inconclusive for 304, 429 and 5xx). WARC has no
 //! crawl round: the events carry no `crawl_id`.
 //!
 //! Other record types (`warcinfo`, `request`, `metadata`, `resource`, `conversion`) are skipped,

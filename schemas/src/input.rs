@@ -47,9 +47,19 @@ impl Body {
 }
 
 impl PageEvent {
-    /// True when the fetch returned content (2xx); every other status means "no content now".
+    /// True when the fetch returned content (2xx); other statuses mean "no content now", but
+    /// for the [inconclusive](Self::is_inconclusive) ones.
     pub fn has_content(&self) -> bool {
         (200..300).contains(&self.status)
+    }
+
+    /// True when the fetch tells nothing of the URL's content, so the URL keeps the content it
+    /// had: 304 Not Modified (the crawler's copy is current: a conditional request, which
+    /// carries no body), 429 Too Many Requests and 5xx server errors (the server did not
+    /// answer this time). Treating these as "no content" would retract every pair and cluster
+    /// of a page a crawler revalidates, or of a whole site whose server failed for a moment.
+    pub fn is_inconclusive(&self) -> bool {
+        matches!(self.status, 304 | 429 | 500..=599)
     }
 }
 

@@ -4,8 +4,9 @@
 //! two or more members is an exact-duplicate cluster whose id is derived from the checksum
 //! (`exact:<checksum>`), so the id is stable while any member holds that content, whatever
 //! joins or leaves. A URL leaves its group when it is fetched again with other content, when a
-//! fetch returns no content (404, 410, 0, any non-2xx), or when its last fetch falls out of the
-//! window.
+//! fetch returns no content (404, 410, 0, redirects and the other non-2xx statuses but the
+//! inconclusive 304, 429 and 5xx, which the topology does not pass on), or when its last fetch
+//! falls out of the window.
 //!
 //! Canonical member (documented survivor policy, after Nutch's `DeduplicationJob`): the member
 //! seen first with this content; ties broken by https over http, then the shorter URL, then the

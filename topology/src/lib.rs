@@ -180,8 +180,10 @@ pub struct Stats {
     pub records: u64,
     /// Fetches with content (2xx with a body).
     pub pages: u64,
-    /// Fetches without content (non-2xx).
+    /// Fetches without content (a status that says so, or no body).
     pub no_content: u64,
+    /// Fetches that told nothing of the content (304, 429, 5xx): the URL kept what it had.
+    pub inconclusive: u64,
     /// Dead letters, by reason.
     pub dead_letters: BTreeMap<DeadLetterReason, u64>,
     /// Output records, by kind.
@@ -193,6 +195,15 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Counts a fetch: with content, inconclusive, or without content.
+    fn count(&mut self, content: bool, inconclusive: bool) {
+        match (content, inconclusive) {
+            (true, _) => self.pages += 1,
+            (false, true) => self.inconclusive += 1,
+            (false, false) => self.no_content += 1,
+        }
+    }
+
     /// All dead letters.
     pub fn dead_letter_total(&self) -> u64 {
         self.dead_letters.values().sum()
@@ -253,8 +264,10 @@ struct IndexedPage {
     fetched_at_ms: i64,
     crawl_id: Option<String>,
     ip: Option<String>,
-    /// Content checksum (`None`: no content).
+    /// Content checksum (`None`: no content, unless `inconclusive`).
     checksum: Option<u128>,
+    /// The fetch told nothing of the content (304, 429, 5xx): the URL keeps what it had.
+    inconclusive: bool,
     /// Out-links, only when collections or the in-link ranking use them.
     links: Option<Vec<String>>,
     /// The newest event time before this page, and the watermark and newest after it.
@@ -685,10 +698,10 @@ impl Topology {
                     bucket: c.bucket,
                 })
         });
-        match &signed {
-            Some(_) => self.state.stats.pages += 1,
-            None => self.state.stats.no_content += 1,
-        }
+        // A fetch that tells nothing of the content leaves the URL as it was: it moves the
+        // clock (above) and has its signature event, nothing else.
+        let inconclusive = signed.is_none() && page.is_inconclusive();
+        self.state.stats.count(signed.is_some(), inconclusive);
         let parts = signed.as_ref().map(|sg| &*sg.parts);
         let checksum = parts.map(|p| p.checksum);
         if self.cfg.hm_veto.is_some() {
@@ -698,6 +711,7 @@ impl Topology {
                     let rp: Box<[f32]> = p.rp_rounded().map(|v| v as f32).collect();
                     self.state.rps.insert(Arc::from(page.url.as_str()), rp);
                 }
+                None if inconclusive => {}
                 None => {
                     self.state.rps.remove(page.url.as_str());
                 }
@@ -709,7 +723,7 @@ impl Topology {
             ip: page.ip.as_deref(),
             links: parts.map(Links::Parts),
         };
-        if downstream {
+        if downstream && !inconclusive {
             self.fetched_downstream(&fetch);
         }
         if let Some(ev) = &mut self.state.evolution {
@@ -737,7 +751,7 @@ impl Topology {
             content: signed.as_ref().map(|sg| &*sg.content),
             change,
         });
-        if downstream {
+        if downstream && !inconclusive {
             self.observe_exact(&page.url, checksum, at_ms);
         }
         let fetch = near::Fetch {
@@ -747,6 +761,7 @@ impl Topology {
             crawl_id: page.crawl_id.as_deref(),
         };
         match &mut self.state.sequencer {
+            _ if inconclusive => {}
             Some(s) => self.steps.extend(s.observe(&fetch)),
             None => self.state.near.observe(&fetch, &mut self.emitter),
         }
@@ -761,6 +776,7 @@ impl Topology {
                     crawl_id: page.crawl_id.clone(),
                     ip: page.ip.clone(),
                     checksum,
+                    inconclusive,
                     links,
                     newest_before,
                     watermark,
@@ -795,7 +811,7 @@ impl Topology {
                 self.update_clusters(at_ms, changes);
             }
         }
-        if let Some(ev) = &mut self.state.evolution {
+        if let (Some(ev), false) = (&mut self.state.evolution, inconclusive) {
             ev.fetched(&page.url, checksum.is_some());
         }
     }
@@ -926,10 +942,8 @@ impl Topology {
                 if self.is_repeat(r.page.origin) {
                     return Ok(());
                 }
-                match r.page.checksum {
-                    Some(_) => self.state.stats.pages += 1,
-                    None => self.state.stats.no_content += 1,
-                }
+                let stats = &mut self.state.stats;
+                stats.count(r.page.checksum.is_some(), r.page.inconclusive);
                 self.emitter.set_at(&format_time(r.page.fetched_at_ms));
                 let mut answers = r.answers.iter();
                 for step in &r.steps {
@@ -963,8 +977,10 @@ impl Topology {
         if !self.follow_indexed(&r) {
             return;
         }
-        self.fetched_downstream(&r.fetch());
-        self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
+        if !r.inconclusive {
+            self.fetched_downstream(&r.fetch());
+            self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
+        }
         let mirrors_here = self.runs_mirrors();
         if mirrors_here {
             self.follow_window(&r);
@@ -990,7 +1006,9 @@ impl Topology {
         if !self.follow_indexed(&r) {
             return;
         }
-        self.fetched_mirrors(&r.fetch());
+        if !r.inconclusive {
+            self.fetched_mirrors(&r.fetch());
+        }
         self.follow_window(&r);
         let members = &mut self.state.members;
         for m in &moves {
@@ -1020,10 +1038,7 @@ impl Topology {
         if self.is_repeat(r.origin) {
             return false;
         }
-        match r.checksum {
-            Some(_) => self.state.stats.pages += 1,
-            None => self.state.stats.no_content += 1,
-        }
+        self.state.stats.count(r.checksum.is_some(), r.inconclusive);
         self.emitter.set_at(&format_time(r.fetched_at_ms));
         // The epoch closes at the newest event time before this page. The clock holds it since
         // the previous record; this matters when the stage starts on a topic whose earlier
@@ -1281,7 +1296,7 @@ struct PreparedPage {
 }
 
 /// Layout of the internal records between the sign and index stages; bump on any change.
-const INTERNAL_FORMAT: u32 = 4;
+const INTERNAL_FORMAT: u32 = 5;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).
@@ -1544,8 +1559,7 @@ impl SignStage {
         let stats = &mut topo.state.stats;
         stats.records += 1;
         match &prepared.0 {
-            Ok(p) if p.signed.is_some() => stats.pages += 1,
-            Ok(_) => stats.no_content += 1,
+            Ok(p) => stats.count(p.signed.is_some(), p.page.is_inconclusive()),
             Err(e) => {
                 *stats.dead_letters.entry(e.reason).or_default() += 1;
                 *stats.outputs.entry(OutputKind::DeadLetter).or_default() += 1;

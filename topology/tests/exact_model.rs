@@ -75,6 +75,13 @@ enum Op {
         status: u16,
         body: Option<usize>,
     },
+    /// A fetch that tells nothing of the content: 304, 429 or 503, sometimes with a body that
+    /// must be ignored. The URL keeps what it had; only the clock moves.
+    Inconclusive {
+        url: usize,
+        status: u16,
+        body: Option<usize>,
+    },
     /// Event time moves on by this many seconds (the next fetch carries the new time).
     Advance { secs: i64 },
 }
@@ -101,6 +108,12 @@ fn arb_op() -> impl Strategy<Value = Op> {
             prop::option::of(0..BODIES.len())
         )
             .prop_map(|(url, status, body)| Op::Gone { url, status, body }),
+        1 => (
+            0..URLS.len(),
+            prop::sample::select(vec![304u16, 429, 503]),
+            prop::option::of(0..BODIES.len())
+        )
+            .prop_map(|(url, status, body)| Op::Inconclusive { url, status, body }),
         2 => step.prop_map(|secs| Op::Advance { secs }),
     ]
 }
@@ -128,6 +141,15 @@ struct Entry {
     fetched: i64,
 }
 
+/// What a fetch says of its URL's content.
+#[derive(Debug, Clone, Copy)]
+enum Seen {
+    Body(usize),
+    Gone,
+    /// Nothing: the URL keeps what it had.
+    Nothing,
+}
+
 #[derive(Debug)]
 struct Model {
     window: i64,
@@ -144,14 +166,15 @@ impl Model {
         }
     }
 
-    fn apply(&mut self, url: usize, content: Option<usize>, t: i64) {
+    fn apply(&mut self, url: usize, content: Seen, t: i64) {
         if self.watermark.is_none_or(|w| t > w) {
             self.watermark = Some(t);
             let horizon = t - self.window;
             self.live.retain(|_, e| e.fetched >= horizon);
         }
         match content {
-            Some(body) => match self.live.get_mut(&url) {
+            Seen::Nothing => {}
+            Seen::Body(body) => match self.live.get_mut(&url) {
                 Some(e) if e.body == body => e.fetched = t,
                 _ => {
                     self.live.insert(
@@ -164,7 +187,7 @@ impl Model {
                     );
                 }
             },
-            None => {
+            Seen::Gone => {
                 self.live.remove(&url);
             }
         }
@@ -534,8 +557,9 @@ fn run(
                 t += secs;
                 continue;
             }
-            Op::Fetch { url, body } => (url, 200, Some(body), Some(body)),
-            Op::Gone { url, status, body } => (url, status, body, None),
+            Op::Fetch { url, body } => (url, 200, Some(body), Seen::Body(body)),
+            Op::Gone { url, status, body } => (url, status, body, Seen::Gone),
+            Op::Inconclusive { url, status, body } => (url, status, body, Seen::Nothing),
         };
         let src = Source::File {
             file: "model".into(),

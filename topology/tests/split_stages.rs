@@ -96,9 +96,14 @@ fn sign_then_index(cfg: Config) {
     let counted = signer.stats();
     assert_eq!(counted.records, lines.len() as u64);
     assert_eq!(counted.dead_letter_total(), dead);
-    assert_eq!(counted.pages + counted.no_content, internal);
+    assert_eq!(
+        counted.pages + counted.no_content + counted.inconclusive,
+        internal
+    );
     assert_eq!(counted.records, whole.stats().records);
     assert_eq!(counted.pages, whole.stats().pages);
+    assert_eq!(counted.inconclusive, 3, "the stream's 304s and 503");
+    assert_eq!(counted.inconclusive, whole.stats().inconclusive);
     assert_same_outputs(&expected, &got);
 }
 

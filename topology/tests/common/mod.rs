@@ -89,15 +89,19 @@ pub fn mixed_stream() -> Vec<Vec<u8>> {
                     .map(|k| format!("<a href=\"{host}/p{}.html\">next</a>", (i + k + 1) % 12))
                     .collect();
                 let url = format!("{host}/p{i}.html");
-                let status = if round == 2 && h == 3 && i == 7 {
-                    404
-                } else {
-                    200
+                // A page vanishes, one redirects, one is revalidated (304: unchanged, no body)
+                // and one is down for a moment (503, with an error page that is not content).
+                let status = match (round, h, i) {
+                    (2, 3, 7) => 404,
+                    (2, 0, 8) => 301,
+                    (2, 1, 2) | (1, 0, 4) => 304,
+                    (2, 2, 6) => 503,
+                    _ => 200,
                 };
-                let body = if status == 200 {
-                    template(site, i, &text, &links)
-                } else {
-                    String::new()
+                let body = match status {
+                    200 => template(site, i, &text, &links),
+                    503 => "<p>Service unavailable</p>".to_owned(),
+                    _ => String::new(),
                 };
                 lines.push(record(&url, day, second, status, ip, &body));
                 second += 7;

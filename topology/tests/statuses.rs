@@ -1,0 +1,134 @@
+//! What a fetch's status says of its URL's content. A 2xx brings content; 404/410, 0 and
+//! redirects mean the URL has none now, so it leaves its pairs and clusters; 304 Not Modified,
+//! 429 and 5xx tell nothing of the content, so the URL keeps what it had: a crawler that
+//! revalidates its pages, or a server down for a minute, must not retract every pair and
+//! cluster of the pages concerned.
+
+mod common;
+
+use common::{everything_on, prose, record};
+use neardup_schemas::{OutputKind, Source};
+use neardup_topology::Topology;
+use serde_json::Value;
+
+/// The outputs of each record, as (kind, value) in order.
+fn run(records: &[Vec<u8>]) -> (Topology, Vec<Vec<(OutputKind, Value)>>) {
+    let mut topo = Topology::new(everything_on());
+    let mut per_record = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let source = Source::File {
+            file: "statuses.jsonl".into(),
+            line: i as u64 + 1,
+        };
+        let mut out = Vec::new();
+        topo.process(r, &source, &mut out);
+        per_record.push(
+            out.iter()
+                .map(|e| (e.kind, serde_json::from_slice(&e.value).expect("JSON")))
+                .collect(),
+        );
+    }
+    (topo, per_record)
+}
+
+/// `state level a b` of the pair events among `out`.
+fn pairs(out: &[(OutputKind, Value)]) -> Vec<String> {
+    out.iter()
+        .filter(|(k, _)| *k == OutputKind::Pairs)
+        .map(|(_, v)| {
+            format!("{} {} {} {}", v["state"], v["level"], v["a"], v["b"]).replace('"', "")
+        })
+        .collect()
+}
+
+#[test]
+fn inconclusive_fetches_keep_the_content_and_the_others_remove_it() {
+    let text = prose(41, 400);
+    let page = |t: &str| format!("<html><body><p>{t}</p></body></html>");
+    let edited = page(&format!("{text} and one more sentence at the end"));
+    let (a, b, c) = (
+        "http://a.example/doc.html",
+        "http://b.example/doc.html",
+        "http://c.example/copy.html",
+    );
+    let ip = "192.0.2.1";
+    let records = [
+        record(a, 0, 10, 200, ip, &page(&text)),
+        record(b, 0, 20, 200, ip, &edited),
+        record(c, 0, 30, 200, ip, &page(&text)),
+        // Revalidated, down for a moment, throttled: nothing changes.
+        record(b, 1, 40, 304, ip, ""),
+        record(a, 1, 50, 503, ip, "<p>Service unavailable</p>"),
+        record(c, 1, 60, 429, ip, "<p>Slow down</p>"),
+        record(a, 1, 70, 500, ip, ""),
+        // Redirected elsewhere and gone: the pairs go.
+        record(b, 2, 80, 301, ip, ""),
+        record(c, 2, 90, 404, ip, ""),
+    ];
+    let (topo, out) = run(&records);
+    assert_eq!(
+        pairs(&out[1]),
+        vec![format!("detected very_similar {a} {b}")]
+    );
+    assert_eq!(
+        pairs(&out[2]),
+        vec![
+            format!("detected exact {a} {c}"),
+            format!("detected very_similar {b} {c}")
+        ]
+    );
+    for (i, status) in [(3, 304), (4, 503), (5, 429), (6, 500)] {
+        let kinds: Vec<OutputKind> = out[i].iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            kinds,
+            vec![OutputKind::Signatures],
+            "a {status} changes nothing: {:?}",
+            out[i]
+        );
+        let sig = &out[i][0].1;
+        assert_eq!(sig["status"], status);
+        assert!(sig.get("content").is_none(), "no content stated: {sig}");
+    }
+    assert_eq!(
+        pairs(&out[7]),
+        vec![
+            format!("retracted very_similar {a} {b}"),
+            format!("retracted very_similar {b} {c}")
+        ]
+    );
+    assert_eq!(pairs(&out[8]), vec![format!("retracted exact {a} {c}")]);
+    let stats = topo.stats();
+    assert_eq!(
+        (stats.pages, stats.inconclusive, stats.no_content),
+        (3, 4, 2)
+    );
+}
+
+#[test]
+fn an_inconclusive_fetch_still_moves_the_clock() {
+    // The pages' content fetches are on day 0; 304s on later days do not renew them, so they
+    // leave the window (14 days) like any page not fetched with content since, and their pair
+    // goes with them. The 304s' own times move the clock there.
+    let text = prose(43, 300);
+    let body = format!("<p>{text}</p>");
+    let (a, b) = ("http://a.example/p.html", "http://b.example/p.html");
+    let ip = "192.0.2.1";
+    let mut records = vec![
+        record(a, 0, 10, 200, ip, &body),
+        record(b, 0, 20, 200, ip, &body),
+    ];
+    for day in 1..=14 {
+        records.push(record(b, day, 30, 304, ip, ""));
+    }
+    let (_, out) = run(&records);
+    let retracted: Vec<usize> = (0..out.len())
+        .filter(|&i| !pairs(&out[i]).is_empty())
+        .collect();
+    // Day 14 at 00:00:30 is more than 14 days after a's fetch at 00:00:10.
+    assert_eq!(
+        retracted,
+        vec![1, 15],
+        "detected on day 0, retracted on day 14"
+    );
+    assert_eq!(pairs(&out[15]), vec![format!("retracted exact {a} {b}")]);
+}
