@@ -53,11 +53,12 @@ impl PageEvent {
         (200..300).contains(&self.status)
     }
 
-    /// True when the fetch tells nothing of the URL's content, so the URL keeps the content it
-    /// had: 304 Not Modified (the crawler's copy is current: a conditional request, which
-    /// carries no body), 429 Too Many Requests and 5xx server errors (the server did not
-    /// answer this time). Treating these as "no content" would retract every pair and cluster
-    /// of a page a crawler revalidates, or of a whole site whose server failed for a moment.
+    /// True when the fetch tells nothing new of the URL's content, so the URL keeps the content
+    /// it had: 304 Not Modified (the crawler's copy is current: a conditional request, which
+    /// carries no body; the content is then as if fetched again), 429 Too Many Requests and 5xx
+    /// server errors (the server did not answer this time). Treating these as "no content"
+    /// would retract every pair and cluster of a page a crawler revalidates, or of a whole site
+    /// whose server failed for a moment.
     pub fn is_inconclusive(&self) -> bool {
         matches!(self.status, 304 | 429 | 500..=599)
     }

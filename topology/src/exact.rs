@@ -6,7 +6,7 @@
 //! joins or leaves. A URL leaves its group when it is fetched again with other content, when a
 //! fetch returns no content (404, 410, 0, redirects and the other non-2xx statuses but the
 //! inconclusive 304, 429 and 5xx, which the topology does not pass on), or when its last fetch
-//! falls out of the window.
+//! falls out of the window. A 304 (Not Modified) renews its place as the same content would.
 //!
 //! Canonical member (documented survivor policy, after Nutch's `DeduplicationJob`): the member
 //! seen first with this content; ties broken by https over http, then the shorter URL, then the
@@ -132,7 +132,12 @@ impl ExactIndex {
 
     /// Applies one fetch of a URL.
     pub fn observe(&mut self, obs: &Observation<'_>, out: &mut Emitter) {
-        if let Some(old) = self.by_url.get_mut(obs.url) {
+        if let Some(old) = self.by_url.get(obs.url) {
+            if Some(old.checksum) == obs.checksum {
+                // Same content again: refresh its place in the window; nothing changes.
+                self.renew(obs.url, obs.fetched_at_ms);
+                return;
+            }
             if obs.fetched_at_ms < old.ticket.at_ms() {
                 self.stats.stale += 1;
                 return;
@@ -141,16 +146,27 @@ impl ExactIndex {
                 .expiry
                 .remove(old.ticket)
                 .expect("expiry tracks every URL");
-            if Some(old.checksum) == obs.checksum {
-                // Same content again: refresh its place in the window; nothing changes.
-                old.ticket = self.expiry.insert(obs.fetched_at_ms, url);
-                return;
-            }
             self.remove(&url, out);
         }
         if let Some(checksum) = obs.checksum {
             self.insert(obs.url, checksum, obs.fetched_at_ms, out);
         }
+    }
+
+    /// A fetch at `at_ms` that found `url`'s content unchanged (the same checksum, or a 304 Not
+    /// Modified): the URL's place in the window moves to it; nothing else changes.
+    pub fn renew(&mut self, url: &str, at_ms: i64) {
+        let Some(e) = self.by_url.get_mut(url) else {
+            return;
+        };
+        if at_ms < e.ticket.at_ms() {
+            self.stats.stale += 1;
+            return;
+        }
+        e.ticket = self
+            .expiry
+            .refile(e.ticket, at_ms)
+            .expect("expiry tracks every URL");
     }
 
     fn insert(&mut self, url: &str, checksum: u128, at_ms: i64, out: &mut Emitter) {

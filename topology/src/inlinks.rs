@@ -4,7 +4,8 @@
 //!
 //! A URL's in-links are the distinct pages in the window whose latest fetch links to it (self
 //! links do not count). A re-fetch replaces the page's out-links, a fetch without content
-//! removes them, and so does the page's last fetch leaving the event-time window. Kept only when
+//! removes them, and so does the page's last fetch leaving the event-time window (a 304 Not
+//! Modified renews that fetch). Kept only when
 //! the criterion is configured: it stores every windowed page's distinct out-links.
 
 use crate::window::{Expiry, Ticket};
@@ -72,6 +73,17 @@ impl InLinks {
         let page: Arc<str> = Arc::from(page);
         let ticket = self.expiry.insert(at_ms, page.clone());
         self.out.insert(page, (targets.into_boxed_slice(), ticket));
+    }
+
+    /// A fetch of `page` at `at_ms` that found its content unchanged (304 Not Modified): its
+    /// out-links stay a window from then.
+    pub fn renew(&mut self, page: &str, at_ms: i64) {
+        if let Some((_, ticket)) = self.out.get_mut(page).filter(|(_, t)| at_ms >= t.at_ms()) {
+            *ticket = self
+                .expiry
+                .refile(*ticket, at_ms)
+                .expect("expiry tracks every page");
+        }
     }
 
     /// Takes out the pages whose last fetch is older than the window before `watermark_ms`.

@@ -268,6 +268,9 @@ struct IndexedPage {
     checksum: Option<u128>,
     /// The fetch told nothing of the content (304, 429, 5xx): the URL keeps what it had.
     inconclusive: bool,
+    /// The fetch was a 304 Not Modified: the URL's content is current as of it, so its
+    /// entries' times move to it.
+    confirmed: bool,
     /// Out-links, only when collections or the in-link ranking use them.
     links: Option<Vec<String>>,
     /// The newest event time before this page, and the watermark and newest after it.
@@ -699,8 +702,13 @@ impl Topology {
                 })
         });
         // A fetch that tells nothing of the content leaves the URL as it was: it moves the
-        // clock (above) and has its signature event, nothing else.
+        // clock (above) and has its signature event, nothing else, but that a 304 (Not
+        // Modified) renews the URL's entries as a fetch of the same content would.
         let inconclusive = signed.is_none() && page.is_inconclusive();
+        let confirmed = inconclusive && page.status == 304;
+        if confirmed {
+            self.state.history.renew(&page.url, at_ms);
+        }
         self.state.stats.count(signed.is_some(), inconclusive);
         let parts = signed.as_ref().map(|sg| &*sg.parts);
         let checksum = parts.map(|p| p.checksum);
@@ -751,7 +759,9 @@ impl Topology {
             content: signed.as_ref().map(|sg| &*sg.content),
             change,
         });
-        if downstream && !inconclusive {
+        if downstream && confirmed {
+            self.renew_downstream(&page.url, at_ms);
+        } else if downstream && !inconclusive {
             self.observe_exact(&page.url, checksum, at_ms);
         }
         let fetch = near::Fetch {
@@ -761,6 +771,7 @@ impl Topology {
             crawl_id: page.crawl_id.as_deref(),
         };
         match &mut self.state.sequencer {
+            _ if confirmed => self.renew_window(&fetch),
             _ if inconclusive => {}
             Some(s) => self.steps.extend(s.observe(&fetch)),
             None => self.state.near.observe(&fetch, &mut self.emitter),
@@ -777,6 +788,7 @@ impl Topology {
                     ip: page.ip.clone(),
                     checksum,
                     inconclusive,
+                    confirmed,
                     links,
                     newest_before,
                     watermark,
@@ -854,6 +866,36 @@ impl Topology {
             Role::All | Role::Mirror => true,
             Role::Cluster => !self.cfg.mirror_stage,
             Role::Index | Role::Shard | Role::Verify => false,
+        }
+    }
+
+    /// A 304 (Not Modified) of `f`'s URL: the content the sketch window holds for it, if any,
+    /// is fetched again at `f`'s time, which moves its time as a fetch of the same content
+    /// would (nothing is verified again: the window sees the content unchanged).
+    fn renew_window(&mut self, f: &near::Fetch<'_>) {
+        let held = match &self.state.sequencer {
+            Some(s) => s.sketch_of(f.url),
+            None => self.state.near.sketch_of(f.url),
+        };
+        let Some(sketch) = held.cloned() else {
+            return;
+        };
+        let fetch = near::Fetch {
+            sketch: Some(&sketch),
+            ..*f
+        };
+        match &mut self.state.sequencer {
+            Some(s) => self.steps.extend(s.observe(&fetch)),
+            None => self.state.near.observe(&fetch, &mut self.emitter),
+        }
+    }
+
+    /// A 304 (Not Modified) of `url` at `at_ms`, downstream of the pairs: the exact groups and
+    /// the in-links keep the URL's content as if fetched then.
+    fn renew_downstream(&mut self, url: &str, at_ms: i64) {
+        self.state.exact.renew(url, at_ms);
+        if let Some(l) = &mut self.state.inlinks {
+            l.renew(url, at_ms);
         }
     }
 
@@ -977,7 +1019,9 @@ impl Topology {
         if !self.follow_indexed(&r) {
             return;
         }
-        if !r.inconclusive {
+        if r.confirmed {
+            self.renew_downstream(&r.url, r.fetched_at_ms);
+        } else if !r.inconclusive {
             self.fetched_downstream(&r.fetch());
             self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
         }
@@ -1296,7 +1340,7 @@ struct PreparedPage {
 }
 
 /// Layout of the internal records between the sign and index stages; bump on any change.
-const INTERNAL_FORMAT: u32 = 5;
+const INTERNAL_FORMAT: u32 = 6;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).

@@ -1970,6 +1970,12 @@ impl Sequencer {
         self.window.by_url.contains_key(url)
     }
 
+    /// The content sketch `url` holds in the window, if any.
+    pub fn sketch_of(&self, url: &str) -> Option<&Sketch> {
+        let slot = *self.window.by_url.get(url)?;
+        self.held[slot as usize].as_ref().map(|(_, sketch)| sketch)
+    }
+
     /// The window's counters (pages, evictions, stale fetches); the pair counters are the
     /// verifier's.
     pub fn stats(&self) -> NearStats {

@@ -68,6 +68,13 @@ impl<K> Expiry<K> {
         self.keys.remove(&ticket.seq)
     }
 
+    /// Files the entry of `ticket` again at `at_ms` (a later fetch of the same content); its new
+    /// ticket.
+    pub fn refile(&mut self, ticket: Ticket, at_ms: i64) -> Option<Ticket> {
+        let key = self.remove(ticket)?;
+        Some(self.insert(at_ms, key))
+    }
+
     /// The oldest entry filed before `horizon_ms`, taken out.
     pub fn pop_before(&mut self, horizon_ms: i64) -> Option<K> {
         while let Some(&Reverse(t)) = self.heap.peek() {
@@ -127,8 +134,12 @@ mod tests {
         assert_eq!(e.pop_before(25), Some("a"));
         assert_eq!(e.pop_before(25), None);
         assert_eq!(late.at_ms(), 30);
-        assert_eq!(e.pop_before(31), Some("c"));
+        let late = e.refile(late, 40).expect("filed");
+        assert_eq!(late.at_ms(), 40);
+        assert_eq!(e.pop_before(31), None, "refiled later");
+        assert_eq!(e.pop_before(41), Some("c"));
         assert!(e.is_empty());
+        assert_eq!(e.refile(late, 50), None, "gone");
     }
 
     proptest::proptest! {

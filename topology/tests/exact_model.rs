@@ -75,8 +75,9 @@ enum Op {
         status: u16,
         body: Option<usize>,
     },
-    /// A fetch that tells nothing of the content: 304, 429 or 503, sometimes with a body that
-    /// must be ignored. The URL keeps what it had; only the clock moves.
+    /// A fetch that tells nothing new of the content: 304, 429 or 503, sometimes with a body
+    /// that must be ignored. The URL keeps what it had; a 304 renews it as a fetch of the same
+    /// content would (429 and 503 only move the clock).
     Inconclusive {
         url: usize,
         status: u16,
@@ -146,6 +147,8 @@ struct Entry {
 enum Seen {
     Body(usize),
     Gone,
+    /// The content is unchanged (304): the URL's entry, if any, is as fetched now.
+    Same,
     /// Nothing: the URL keeps what it had.
     Nothing,
 }
@@ -174,6 +177,11 @@ impl Model {
         }
         match content {
             Seen::Nothing => {}
+            Seen::Same => {
+                if let Some(e) = self.live.get_mut(&url) {
+                    e.fetched = t;
+                }
+            }
             Seen::Body(body) => match self.live.get_mut(&url) {
                 Some(e) if e.body == body => e.fetched = t,
                 _ => {
@@ -559,7 +567,14 @@ fn run(
             }
             Op::Fetch { url, body } => (url, 200, Some(body), Seen::Body(body)),
             Op::Gone { url, status, body } => (url, status, body, Seen::Gone),
-            Op::Inconclusive { url, status, body } => (url, status, body, Seen::Nothing),
+            Op::Inconclusive { url, status, body } => {
+                let seen = if status == 304 {
+                    Seen::Same
+                } else {
+                    Seen::Nothing
+                };
+                (url, status, body, seen)
+            }
         };
         let src = Source::File {
             file: "model".into(),

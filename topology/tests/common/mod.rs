@@ -105,6 +105,14 @@ pub fn mixed_stream() -> Vec<Vec<u8>> {
                 };
                 lines.push(record(&url, day, second, status, ip, &body));
                 second += 7;
+                if (h, i) == (0, 4) && round < 2 {
+                    // An exact copy elsewhere, revalidated with its original in round 1: the
+                    // 304s keep the pair in the window until round 2 fetches the original.
+                    let (status, body) = if round == 0 { (200, &*body) } else { (304, "") };
+                    let copy = "http://copies.example/alpha/p4.html";
+                    lines.push(record(copy, day, second, status, "192.0.2.50", body));
+                    second += 7;
+                }
                 if i == 9 && h == 0 {
                     lines.push(b"{\"url\": not json".to_vec());
                     lines.push(record(
@@ -128,4 +136,38 @@ pub fn mixed_stream() -> Vec<Vec<u8>> {
         lines.push(record(&url, 40, i, 200, "192.0.2.99", &body));
     }
     lines
+}
+
+/// The three URLs of [`revalidated_stream`].
+pub const REVALIDATED: (&str, &str, &str) = (
+    "http://a.example/p.html",
+    "http://b.example/p.html",
+    "http://c.example/p.html",
+);
+
+/// Three pages fetched on day 0: a and c the same, b the same too or, `edited`, with one more
+/// line. Then b is revalidated every day (304) and c's server fails every day (503), until day
+/// 14, when the window (14 days) has passed a's and c's fetches (record 29, b's 304 at
+/// 00:00:30, moves the clock there). On day 15 a is fetched again (record 31).
+pub fn revalidated_stream(edited: bool) -> Vec<Vec<u8>> {
+    let text = prose(43, 300);
+    let body = format!("<p>{text}</p>");
+    let b_body = if edited {
+        format!("<p>{text} and a last line</p>")
+    } else {
+        body.clone()
+    };
+    let (a, b, c) = REVALIDATED;
+    let ip = "192.0.2.1";
+    let mut records = vec![
+        record(a, 0, 10, 200, ip, &body),
+        record(b, 0, 20, 200, ip, &b_body),
+        record(c, 0, 25, 200, ip, &body),
+    ];
+    for day in 1..=14 {
+        records.push(record(b, day, 30, 304, ip, ""));
+        records.push(record(c, day, 40, 503, ip, ""));
+    }
+    records.push(record(a, 15, 50, 200, ip, &body));
+    records
 }
