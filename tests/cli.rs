@@ -530,7 +530,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         &[("Content-Type", "application/warc-fields")],
         b"software: test\r\n",
     );
-    let (mut responses, mut n) = (0, 0);
+    let (mut responses, mut n, mut last_at) = (0, 0, String::new());
     for (i, r) in sample.records.iter().enumerate() {
         if bad.contains(&i) {
             continue;
@@ -546,6 +546,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
             (_, Some(b)) => b64.decode(b.as_str().unwrap()).unwrap(),
             _ => vec![],
         };
+        last_at = at.to_owned();
         // The page event the archive stands for: no crawl round, the body as bytes.
         let mut e = serde_json::json!({"url": url, "fetched_at": at, "status": status});
         let mut head = format!("HTTP/1.1 {status} X\r\n");
@@ -605,11 +606,35 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         );
         responses += 1;
     }
+    // A crawler's revisit of a page it captured before replays as a 304 of that page; one of
+    // another URL's capture is skipped.
+    let v: serde_json::Value = serde_json::from_slice(&sample.records[0]).unwrap();
+    let first = v["url"].as_str().unwrap().to_owned();
+    let revisit_fields = [
+        ("WARC-Date", last_at.as_str()),
+        (
+            "WARC-Profile",
+            "http://netpreserve.org/warc/1.1/revisit/server-not-modified",
+        ),
+    ];
+    warc_record(
+        &mut warc,
+        "revisit",
+        Some(&first),
+        &revisit_fields,
+        b"HTTP/1.1 304 Not Modified\r\n\r\n",
+    );
+    events += &(serde_json::json!({"url": first, "fetched_at": last_at, "status": 304})
+        .to_string()
+        + "\n");
     warc_record(
         &mut warc,
         "revisit",
         Some("http://x.example/"),
-        &[],
+        &[
+            ("WARC-Date", last_at.as_str()),
+            ("WARC-Refers-To-Target-URI", &first),
+        ],
         b"HTTP/1.1 200 OK\r\n\r\n",
     );
     warc_record(
@@ -619,7 +644,8 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         &[],
         b"no HTTP here",
     );
-    let records = 2 * responses + 3; // warcinfo, request + response per page, revisit, broken
+    // warcinfo, request + response per page, two revisits, broken
+    let records = 2 * responses + 4;
     std::fs::write(dir.join("crawl.warc.gz"), &warc).unwrap();
     std::fs::write(dir.join("events.jsonl"), &events).unwrap();
 
@@ -640,7 +666,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     ]);
     let summary = String::from_utf8(printed.stdout).unwrap();
     assert!(
-        summary.contains(&format!("WARC records: {records}, responses replayed {}, revisits skipped 1, other records skipped {}", responses + 1, responses + 1)),
+        summary.contains(&format!("WARC records: {records}, responses replayed {}, revisits replayed as 304 1, revisits of other URLs skipped 1, other records skipped {}", responses + 1, responses + 1)),
         "{summary}"
     );
     for kind in OutputKind::ALL {

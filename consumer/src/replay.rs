@@ -420,6 +420,7 @@ pub fn replay_files(
             warc.records += c.records;
             warc.responses += c.responses;
             warc.revisits += c.revisits;
+            warc.revisits_elsewhere += c.revisits_elsewhere;
             warc.other += c.other;
         } else {
             for_each_line_counted(path, read.clone(), &mut handle)?;
@@ -430,8 +431,8 @@ pub fn replay_files(
     progress.finish();
     let notes = if warc.records > 0 {
         format!(
-            "  WARC records: {}, responses replayed {}, revisits skipped {}, other records skipped {}\n",
-            warc.records, warc.responses, warc.revisits, warc.other
+            "  WARC records: {}, responses replayed {}, revisits replayed as 304 {}, revisits of other URLs skipped {}, other records skipped {}\n",
+            warc.records, warc.responses, warc.revisits, warc.revisits_elsewhere, warc.other
         )
     } else {
         String::new()

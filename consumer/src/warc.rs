@@ -10,8 +10,12 @@
 //! inconclusive for 304, 429 and 5xx). WARC has no
 //! crawl round: the events carry no `crawl_id`.
 //!
-//! Other record types (`warcinfo`, `request`, `metadata`, `resource`, `conversion`) are skipped,
-//! and so are `revisit` records, which hold no payload; both are counted. A `response` record
+//! A `revisit` record of the same URL (no `WARC-Refers-To-Target-URI`, or that URL again: a
+//! crawler deduplicating against its own earlier capture, or a server answering 304) becomes a
+//! page event with status 304, which renews the URL's earlier content as a fetch of the same
+//! content would. A revisit of another URL's capture is skipped: neardup cannot know that
+//! URL's content at that date. Other record types (`warcinfo`, `request`, `metadata`,
+//! `resource`, `conversion`) are skipped too; every kind is counted. A `response` record
 //! whose HTTP message cannot be parsed is passed on as its raw block, so it reaches the
 //! dead-letter topic (reason `not_json`) with the file and record number as its source,
 //! never silently dropped. A file that is not WARC, or is cut off inside a record, is an error
@@ -31,8 +35,10 @@ pub struct WarcCounts {
     pub records: u64,
     /// `response` records passed on.
     pub responses: u64,
-    /// `revisit` records skipped.
+    /// `revisit` records of the same URL, passed on as 304s.
     pub revisits: u64,
+    /// `revisit` records of another URL's capture, skipped.
+    pub revisits_elsewhere: u64,
     /// Other records skipped.
     pub other: u64,
 }
@@ -51,8 +57,8 @@ pub fn is_warc(path: &Path) -> Result<bool> {
     Ok(&head[..n] == b"WARC/")
 }
 
-/// Calls `f(record_number, page_event_or_raw_block)` for every `response` record of `path`
-/// (record numbers count every record, from 1).
+/// Calls `f(record_number, page_event_or_raw_block)` for every `response` record of `path` and
+/// every `revisit` of the same URL (record numbers count every record, from 1).
 pub fn for_each_page(path: &Path, f: impl FnMut(u64, &[u8])) -> Result<WarcCounts> {
     for_each_page_counted(path, Default::default(), f)
 }
@@ -145,18 +151,38 @@ pub fn for_each_page_counted(
         match get("warc-type").unwrap_or("") {
             "response" => {
                 counts.responses += 1;
-                let uri = get("warc-target-uri")
-                    .unwrap_or("")
-                    .trim_matches(|c| c == '<' || c == '>');
+                let uri = target(get("warc-target-uri"));
                 match page_event(uri, get("warc-date"), get("warc-ip-address"), &block) {
                     Some(event) => f(counts.records, &event),
                     None => f(counts.records, &block),
                 }
             }
-            "revisit" => counts.revisits += 1,
+            "revisit" => {
+                let uri = target(get("warc-target-uri"));
+                match get("warc-refers-to-target-uri").map(|u| target(Some(u))) {
+                    Some(other) if other != uri => counts.revisits_elsewhere += 1,
+                    _ => {
+                        counts.revisits += 1;
+                        let mut event = serde_json::json!({
+                            "url": uri,
+                            "fetched_at": get("warc-date").unwrap_or(""),
+                            "status": 304,
+                        });
+                        if let Some(ip) = get("warc-ip-address") {
+                            event["ip"] = ip.into();
+                        }
+                        f(counts.records, event.to_string().as_bytes());
+                    }
+                }
+            }
             _ => counts.other += 1,
         }
     }
+}
+
+/// A URI header's value, without the angle brackets WARC 1.0 put around it.
+fn target(v: Option<&str>) -> &str {
+    v.unwrap_or("").trim_matches(|c| c == '<' || c == '>')
 }
 
 fn trim_eol(l: &[u8]) -> &[u8] {
