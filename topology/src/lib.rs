@@ -985,8 +985,9 @@ impl Topology {
                 if self.is_repeat(r.page.origin) {
                     return Ok(());
                 }
-                let stats = &mut self.state.stats;
-                stats.count(r.page.checksum.is_some(), r.page.inconclusive);
+                self.state
+                    .stats
+                    .count(r.page.checksum.is_some(), r.page.inconclusive);
                 self.emitter.set_at(&format_time(r.page.fetched_at_ms));
                 let mut answers = r.answers.iter();
                 for step in &r.steps {
