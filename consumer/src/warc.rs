@@ -7,8 +7,8 @@
 //! (as `body_base64`: the topology detects the charset as for any byte body). A chunked
 //! transfer encoding is undone, and a `gzip` or `deflate` content encoding decompressed. Bodies
 //! of non-2xx responses are left out (neardup reads none: such a fetch is "no content", or
-//! inconclusive for 304, 429 and 5xx). WARC has no
-//! crawl round: the events carry no `crawl_id`.
+//! inconclusive for 304, 429 and 5xx). WARC has no crawl round: the events carry no
+//! `crawl_id`.
 //!
 //! A `revisit` record of the same URL (no `WARC-Refers-To-Target-URI`, or that URL again: a
 //! crawler deduplicating against its own earlier capture, or a server answering 304) becomes a

@@ -5,8 +5,8 @@
 //! A URL's in-links are the distinct pages in the window whose latest fetch links to it (self
 //! links do not count). A re-fetch replaces the page's out-links, a fetch without content
 //! removes them, and so does the page's last fetch leaving the event-time window (a 304 Not
-//! Modified renews that fetch). Kept only when
-//! the criterion is configured: it stores every windowed page's distinct out-links.
+//! Modified renews that fetch). Kept only when the criterion is configured: it stores every
+//! windowed page's distinct out-links.
 
 use crate::window::{Expiry, Ticket};
 use std::collections::HashMap;
