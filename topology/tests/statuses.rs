@@ -1,8 +1,9 @@
 //! What a fetch's status says of its URL's content. A 2xx brings content; 404/410, 0 and
 //! redirects mean the URL has none now, so it leaves its pairs and clusters; 304 Not Modified,
-//! 429 and 5xx tell nothing of the content, so the URL keeps what it had: a crawler that
+//! 429 and 5xx tell nothing new of the content, so the URL keeps what it had: a crawler that
 //! revalidates its pages, or a server down for a minute, must not retract every pair and
-//! cluster of the pages concerned.
+//! cluster of the pages concerned. A 304 also renews the page, as a fetch of the same content
+//! would, so a page that is only ever revalidated stays in the window.
 
 mod common;
 
