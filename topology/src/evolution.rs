@@ -162,7 +162,9 @@ pub struct BucketFigures {
 pub struct Evolution {
     current: Option<String>,
     pages: HashSet<Arc<str>>,
-    links: HashMap<Arc<str>, Box<[Box<str>]>>,
+    /// Each page's out-links, each followed by a line feed (one allocation per page; a resolved
+    /// URL holds no line feed).
+    links: HashMap<Arc<str>, Box<str>>,
     paragraphs: HashMap<Arc<str>, Box<[u64]>>,
     changes: BTreeMap<ChangeBucket, u64>,
     rounds: Vec<Snapshot>,
@@ -198,8 +200,12 @@ impl Evolution {
 
     /// The out-links of `url`'s fetch in the current round (a later fetch replaces them).
     pub fn links<'a>(&mut self, url: &str, out: impl Iterator<Item = &'a str>) {
-        self.links
-            .insert(Arc::from(url), out.map(Box::from).collect());
+        let mut joined = String::new();
+        for l in out {
+            joined.push_str(l);
+            joined.push('\n');
+        }
+        self.links.insert(Arc::from(url), joined.into());
     }
 
     /// The shingle-paragraph fingerprints of `url`'s fetch in the current round; `short`
@@ -359,11 +365,12 @@ fn paragraph_duplicates(pages: &HashMap<Arc<str>, Box<[u64]>>) -> ParagraphFigur
             }
         }
     }
+    let mut shared: HashMap<u32, u32> = HashMap::default();
     for (i, (_, p)) in docs.iter().enumerate() {
         if same[p] >= 2 {
             continue;
         }
-        let mut shared: HashMap<u32, u32> = HashMap::default();
+        shared.clear();
         let mut last = None;
         for &fp in p.iter() {
             if last == Some(fp) {
@@ -395,40 +402,48 @@ fn path_len(url: &str) -> usize {
 }
 
 /// Seed 004 table 4: BFS over the round's out-links from each host's entry page.
-fn link_graph(snap: &Snapshot, links: &HashMap<Arc<str>, Box<[Box<str>]>>) -> LinkGraphFigures {
-    let mut urls: Vec<&Arc<str>> = snap.group.keys().collect();
-    urls.sort();
-    let mut entry: BTreeMap<&str, &Arc<str>> = BTreeMap::new();
-    for u in &urls {
-        let e = entry.entry(site::host(u)).or_insert(u);
-        if path_len(u) < path_len(e) {
-            *e = u;
+fn link_graph(snap: &Snapshot, links: &HashMap<Arc<str>, Box<str>>) -> LinkGraphFigures {
+    let mut urls: Vec<(&Arc<str>, u32)> = snap.group.iter().map(|(u, &g)| (u, g)).collect();
+    urls.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    // The round's pages by number, so that the search marks a page with one lookup per link.
+    let number: HashMap<&str, u32> = (urls.iter().enumerate())
+        .map(|(i, (u, _))| (&***u, i as u32))
+        .collect();
+    let mut entry: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, (u, _)) in urls.iter().enumerate() {
+        let e = entry.entry(site::host(u)).or_insert(i);
+        if path_len(u) < path_len(urls[*e].0) {
+            *e = i;
         }
     }
-    let mut connected: HashSet<&str> = HashSet::default();
-    let mut queue: Vec<&str> = entry.values().map(|u| &***u).collect();
-    connected.extend(queue.iter().copied());
-    while let Some(u) = queue.pop() {
-        for l in links.get(u).into_iter().flat_map(|l| l.iter()) {
-            if let Some((k, _)) = snap.group.get_key_value(&**l) {
-                if connected.insert(k) {
-                    queue.push(k);
+    let mut connected = vec![false; urls.len()];
+    let mut queue: Vec<usize> = entry.values().copied().collect();
+    for &i in &queue {
+        connected[i] = true;
+    }
+    while let Some(i) = queue.pop() {
+        let out = links.get(&**urls[i].0).map_or("", |l| &**l);
+        for l in out.split_terminator('\n') {
+            if let Some(&j) = number.get(l) {
+                if !std::mem::replace(&mut connected[j as usize], true) {
+                    queue.push(j as usize);
                 }
             }
         }
     }
     // Per group: members in the connected part, members in all.
     let mut split: HashMap<u32, (u64, u64)> = HashMap::default();
-    for (u, g) in &snap.group {
-        let e = split.entry(*g).or_default();
+    for (&(_, g), &conn) in urls.iter().zip(&connected) {
+        let e = split.entry(g).or_default();
         e.1 += 1;
-        e.0 += u64::from(connected.contains(&**u));
+        e.0 += u64::from(conn);
     }
+    let connected = connected.iter().filter(|&&c| c).count();
     let dup = |n: u64| n.saturating_sub(1);
     let mut f = LinkGraphFigures {
         entry_pages: entry.len() as u64,
-        connected_pages: connected.len() as u64,
-        disconnected_pages: (snap.group.len() - connected.len()) as u64,
+        connected_pages: connected as u64,
+        disconnected_pages: (urls.len() - connected) as u64,
         ..LinkGraphFigures::default()
     };
     for (conn, all) in split.values() {
