@@ -13,12 +13,16 @@ impl Buffers {
     /// the bench's medium crawl's records are smaller; a larger pool cost 30 MiB of peak RSS.
     const LARGEST: usize = 64 << 10;
 
-    /// `bytes` in a buffer of the pool, or a new one.
+    /// `bytes` in a buffer of the pool large enough for them (the latest such), or a new one.
+    /// A pool buffer is never grown: growing copies its old allocation whole (`realloc` knows
+    /// nothing of the length), so a record larger than every pooled buffer gets a new one of
+    /// exactly its size.
     pub(crate) fn copy(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut b = self.0.pop().unwrap_or_default();
+        let mut b = match self.0.iter().rposition(|b| b.capacity() >= bytes.len()) {
+            Some(i) => self.0.swap_remove(i),
+            None => Vec::with_capacity(bytes.len()),
+        };
         b.clear();
-        // Exactly: a buffer grows to the largest record it held, not to twice that.
-        b.reserve_exact(bytes.len());
         b.extend_from_slice(bytes);
         b
     }
@@ -51,5 +55,22 @@ mod tests {
             b.put(Vec::with_capacity(16));
         }
         assert_eq!(b.0.len(), Buffers::KEEP);
+    }
+
+    #[test]
+    fn a_record_takes_a_pooled_buffer_large_enough_or_a_new_exact_one() {
+        let mut b = Buffers::default();
+        b.put(Vec::with_capacity(100));
+        b.put(Vec::with_capacity(10));
+        // Larger than both: a new buffer of its size, the pool untouched.
+        let big = b.copy(&[1; 500]);
+        assert_eq!((big.len(), big.capacity()), (500, 500));
+        assert_eq!(b.0.len(), 2);
+        // The latest buffer large enough is taken.
+        let mid = b.copy(&[2; 50]);
+        assert_eq!(mid, vec![2; 50]);
+        assert_eq!(mid.capacity(), 100, "the pooled buffer, not a new one");
+        assert_eq!(b.0.len(), 1);
+        assert_eq!(b.0[0].capacity(), 10);
     }
 }
