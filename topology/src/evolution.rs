@@ -157,15 +157,24 @@ pub struct BucketFigures {
     pub similarity: f64,
 }
 
+/// Pages' out-links, each link followed by a line feed (one allocation per page; a resolved
+/// URL holds no line feed).
+type Links = HashMap<Arc<str>, Box<str>>;
+
+/// Pages' shingle-paragraph fingerprints, sorted.
+type Paragraphs = HashMap<Arc<str>, Box<[u64]>>;
+
 /// The evolution tracker.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Evolution {
     current: Option<String>,
     pages: HashSet<Arc<str>>,
-    /// Each page's out-links, each followed by a line feed (one allocation per page; a resolved
-    /// URL holds no line feed).
-    links: HashMap<Arc<str>, Box<str>>,
-    paragraphs: HashMap<Arc<str>, Box<[u64]>>,
+    links: Links,
+    paragraphs: Paragraphs,
+    /// The links and paragraphs of the round before, for the pages a 304 carries over: those
+    /// of the pages not yet fetched in this round (a page fetched or carried over leaves them,
+    /// so they shrink as the round grows).
+    before: (Links, Paragraphs),
     changes: BTreeMap<ChangeBucket, u64>,
     rounds: Vec<Snapshot>,
     figures: Vec<RoundFigures>,
@@ -189,6 +198,8 @@ impl Evolution {
 
     /// A URL was fetched with content (`true`) or without (`false`) in the current round.
     pub fn fetched(&mut self, url: &str, content: bool) {
+        self.before.0.remove(url);
+        self.before.1.remove(url);
         if content {
             self.pages.insert(Arc::from(url));
         } else {
@@ -196,6 +207,24 @@ impl Evolution {
             self.links.remove(url);
             self.paragraphs.remove(url);
         }
+    }
+
+    /// A 304 (Not Modified) of `url`, whose content the windows hold, in the current round: the
+    /// page is in the round with that content, its out-links and paragraphs those of its fetch
+    /// in the round before (none known when it was not fetched then). A page fetched whole in
+    /// this round keeps what that fetch gave.
+    pub fn unchanged(&mut self, url: &str) {
+        if self.pages.contains(url) {
+            return;
+        }
+        let url: Arc<str> = Arc::from(url);
+        if let Some(l) = self.before.0.remove(&url) {
+            self.links.insert(url.clone(), l);
+        }
+        if let Some(p) = self.before.1.remove(&url) {
+            self.paragraphs.insert(url.clone(), p);
+        }
+        self.pages.insert(url);
     }
 
     /// The out-links of `url`'s fetch in the current round (a later fetch replaces them).
@@ -287,8 +316,10 @@ impl Evolution {
             self.rounds.push(snap);
         }
         self.pages.clear();
-        self.links.clear();
-        self.paragraphs.clear();
+        self.before = (
+            std::mem::take(&mut self.links),
+            std::mem::take(&mut self.paragraphs),
+        );
     }
 
     /// The figures of every closed round.
@@ -334,7 +365,7 @@ fn largest(
 }
 
 /// Seed 004 tables 2-3 over the round's pages.
-fn paragraph_duplicates(pages: &HashMap<Arc<str>, Box<[u64]>>) -> ParagraphFigures {
+fn paragraph_duplicates(pages: &Paragraphs) -> ParagraphFigures {
     let mut docs: Vec<(&Arc<str>, &[u64])> = pages
         .iter()
         .filter(|(_, p)| !p.is_empty())
@@ -402,7 +433,7 @@ fn path_len(url: &str) -> usize {
 }
 
 /// Seed 004 table 4: BFS over the round's out-links from each host's entry page.
-fn link_graph(snap: &Snapshot, links: &HashMap<Arc<str>, Box<str>>) -> LinkGraphFigures {
+fn link_graph(snap: &Snapshot, links: &Links) -> LinkGraphFigures {
     let mut urls: Vec<(&Arc<str>, u32)> = snap.group.iter().map(|(u, &g)| (u, g)).collect();
     urls.sort_unstable_by(|a, b| a.0.cmp(b.0));
     // The round's pages by number, so that the search marks a page with one lookup per link.
@@ -641,6 +672,41 @@ mod tests {
             (g.link_graph.entry_pages, g.link_graph.connected_pages),
             (1, 1)
         );
+    }
+
+    #[test]
+    fn a_304_carries_its_page_into_the_round_with_its_links_and_paragraphs() {
+        let cl = Clusters::new(PairLevel::VerySimilar);
+        let mut ev = Evolution::new();
+        let h = |p: &str| format!("http://h.example/{p}");
+        let (a, b, c) = (h(""), h("b"), h("c/d"));
+        ev.begin(Some("w1"), &cl);
+        for x in [&a, &b] {
+            ev.fetched(x, true);
+            ev.paragraphs(x, [1, 2, 3].into_iter(), false);
+        }
+        ev.links(&a, [b.as_str()].into_iter());
+        ev.close(&cl);
+        // Round 2: a revalidated (304), b fetched whole again without the paragraphs, c
+        // revalidated but not fetched in round 1.
+        ev.begin(Some("w2"), &cl);
+        ev.unchanged(&a);
+        ev.fetched(&b, true);
+        ev.unchanged(&c);
+        ev.close(&cl);
+        // Round 3: a revalidated again, its links carried on from round 2.
+        ev.begin(Some("w3"), &cl);
+        ev.unchanged(&a);
+        ev.fetched(&b, true);
+        ev.close(&cl);
+        let f = ev.figures();
+        assert_eq!(f.iter().map(|r| r.pages).collect::<Vec<_>>(), vec![2, 3, 2]);
+        for r in [&f[1], &f[2]] {
+            // a (the host's entry page: the shortest path) reaches b through its carried link.
+            assert_eq!(r.link_graph.connected_pages, 2, "{}", r.crawl_id);
+            assert_eq!(r.paragraph_duplicates.documents, 1, "a's paragraphs only");
+        }
+        assert_eq!(f[0].paragraph_duplicates.documents, 2);
     }
 
     #[test]

@@ -74,18 +74,20 @@ impl History {
 
     /// A fetch at `at_ms` that found `url`'s content unchanged (304 Not Modified): the fetch held
     /// is current as of then, so it stays a window from then and the next fetch's change is
-    /// since then.
-    pub fn renew(&mut self, url: &str, at_ms: i64) {
-        if let Some(f) = self
+    /// since then. False when no fetch of `url` is held, or a later one is.
+    pub fn renew(&mut self, url: &str, at_ms: i64) -> bool {
+        let Some(f) = self
             .by_url
             .get_mut(url)
             .filter(|f| at_ms >= f.ticket.at_ms())
-        {
-            f.ticket = self
-                .expiry
-                .refile(f.ticket, at_ms)
-                .expect("expiry tracks every URL");
-        }
+        else {
+            return false;
+        };
+        f.ticket = self
+            .expiry
+            .refile(f.ticket, at_ms)
+            .expect("expiry tracks every URL");
+        true
     }
 
     /// Records a fetch with content and returns its change since the previous one, if any.

@@ -707,9 +707,12 @@ impl Topology {
         // Modified) renews the URL's entries as a fetch of the same content would.
         let inconclusive = signed.is_none() && page.is_inconclusive();
         let confirmed = inconclusive && page.status == 304;
-        if confirmed {
-            self.state.history.renew(&page.url, at_ms);
-        }
+        // A 304 is an unchanged fetch for the change buckets, when the previous one is known.
+        let renewed = confirmed && self.state.history.renew(&page.url, at_ms);
+        // ... and a page of its round, when the window holds its content.
+        let held = confirmed
+            && self.state.evolution.is_some()
+            && self.state.near.sketch_of(&page.url).is_some();
         self.state.stats.count(signed.is_some(), inconclusive);
         let parts = signed.as_ref().map(|sg| &*sg.parts);
         let checksum = parts.map(|p| p.checksum);
@@ -742,6 +745,9 @@ impl Topology {
             }
             if let Some(c) = &change {
                 ev.changed(c.bucket);
+            }
+            if renewed {
+                ev.changed(neardup_schemas::ChangeBucket::NoChange);
             }
         }
         let links: Option<Vec<String>> = (self.state.role == Role::Index
@@ -824,8 +830,10 @@ impl Topology {
                 self.update_clusters(at_ms, changes);
             }
         }
-        if let (Some(ev), false) = (&mut self.state.evolution, inconclusive) {
-            ev.fetched(&page.url, checksum.is_some());
+        match &mut self.state.evolution {
+            Some(ev) if !inconclusive => ev.fetched(&page.url, checksum.is_some()),
+            Some(ev) if held => ev.unchanged(&page.url),
+            _ => {}
         }
     }
 

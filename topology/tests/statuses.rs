@@ -8,7 +8,7 @@
 mod common;
 
 use common::{everything_on, prose, record, revalidated_stream, REVALIDATED};
-use neardup_schemas::{OutputKind, Source};
+use neardup_schemas::{ChangeBucket, OutputKind, Source};
 use neardup_topology::Topology;
 use serde_json::Value;
 
@@ -135,4 +135,27 @@ fn renewal(edited: bool, b_level: &str) {
     left.sort();
     assert_eq!(sorted(29), left);
     assert_eq!(sorted(31), vec![format!("detected {b_level} {a} {b}")]);
+}
+
+#[test]
+fn a_304_counts_as_an_unchanged_page_of_its_round() {
+    // The revalidation stream's rounds (crawl ids by week): week 1 has a, b and c fetched on
+    // day 0 and b's 304s on days 1-6; week 2 only b's 304s (c's 503s are no page); week 3 b's
+    // 304 on day 14 and a fetched again on day 15.
+    let (mut topo, _) = run(&revalidated_stream(false));
+    let rounds = topo.finish_evolution().to_vec();
+    let pages: Vec<u64> = rounds.iter().map(|r| r.pages).collect();
+    assert_eq!(pages, vec![3, 1, 2]);
+    // Each of b's 304s is an unchanged fetch (its previous fetch is known); a's fetch on day 15
+    // has no previous one in the window.
+    let unchanged: Vec<u64> = rounds
+        .iter()
+        .map(|r| {
+            r.change_buckets
+                .get(&ChangeBucket::NoChange)
+                .copied()
+                .unwrap_or(0)
+        })
+        .collect();
+    assert_eq!(unchanged, vec![6, 7, 1]);
 }
