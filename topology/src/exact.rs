@@ -132,10 +132,12 @@ impl ExactIndex {
 
     /// Applies one fetch of a URL.
     pub fn observe(&mut self, obs: &Observation<'_>, out: &mut Emitter) {
-        if let Some(old) = self.by_url.get(obs.url) {
+        if let Some(old) = self.by_url.get_mut(obs.url) {
             if Some(old.checksum) == obs.checksum {
                 // Same content again: refresh its place in the window; nothing changes.
-                self.renew(obs.url, obs.fetched_at_ms);
+                if !self.expiry.renew(&mut old.ticket, obs.fetched_at_ms) {
+                    self.stats.stale += 1;
+                }
                 return;
             }
             if obs.fetched_at_ms < old.ticket.at_ms() {
@@ -156,17 +158,11 @@ impl ExactIndex {
     /// A fetch at `at_ms` that found `url`'s content unchanged (the same checksum, or a 304 Not
     /// Modified): the URL's place in the window moves to it; nothing else changes.
     pub fn renew(&mut self, url: &str, at_ms: i64) {
-        let Some(e) = self.by_url.get_mut(url) else {
-            return;
-        };
-        if at_ms < e.ticket.at_ms() {
-            self.stats.stale += 1;
-            return;
+        if let Some(e) = self.by_url.get_mut(url) {
+            if !self.expiry.renew(&mut e.ticket, at_ms) {
+                self.stats.stale += 1;
+            }
         }
-        e.ticket = self
-            .expiry
-            .refile(e.ticket, at_ms)
-            .expect("expiry tracks every URL");
     }
 
     fn insert(&mut self, url: &str, checksum: u128, at_ms: i64, out: &mut Emitter) {

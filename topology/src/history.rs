@@ -76,18 +76,9 @@ impl History {
     /// is current as of then, so it stays a window from then and the next fetch's change is
     /// since then. False when no fetch of `url` is held, or a later one is.
     pub fn renew(&mut self, url: &str, at_ms: i64) -> bool {
-        let Some(f) = self
-            .by_url
+        self.by_url
             .get_mut(url)
-            .filter(|f| at_ms >= f.ticket.at_ms())
-        else {
-            return false;
-        };
-        f.ticket = self
-            .expiry
-            .refile(f.ticket, at_ms)
-            .expect("expiry tracks every URL");
-        true
+            .is_some_and(|f| self.expiry.renew(&mut f.ticket, at_ms))
     }
 
     /// Records a fetch with content and returns its change since the previous one, if any.

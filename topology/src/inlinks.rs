@@ -78,11 +78,8 @@ impl InLinks {
     /// A fetch of `page` at `at_ms` that found its content unchanged (304 Not Modified): its
     /// out-links stay a window from then.
     pub fn renew(&mut self, page: &str, at_ms: i64) {
-        if let Some((_, ticket)) = self.out.get_mut(page).filter(|(_, t)| at_ms >= t.at_ms()) {
-            *ticket = self
-                .expiry
-                .refile(*ticket, at_ms)
-                .expect("expiry tracks every page");
+        if let Some((_, ticket)) = self.out.get_mut(page) {
+            self.expiry.renew(ticket, at_ms);
         }
     }
 

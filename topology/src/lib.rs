@@ -709,10 +709,6 @@ impl Topology {
         let confirmed = inconclusive && page.status == 304;
         // A 304 is an unchanged fetch for the change buckets, when the previous one is known.
         let renewed = confirmed && self.state.history.renew(&page.url, at_ms);
-        // ... and a page of its round, when the window holds its content.
-        let held = confirmed
-            && self.state.evolution.is_some()
-            && self.state.near.sketch_of(&page.url).is_some();
         self.state.stats.count(signed.is_some(), inconclusive);
         let parts = signed.as_ref().map(|sg| &*sg.parts);
         let checksum = parts.map(|p| p.checksum);
@@ -777,8 +773,10 @@ impl Topology {
             fetched_at_ms: at_ms,
             crawl_id: page.crawl_id.as_deref(),
         };
+        // A 304 is a page of its round when the window holds its content.
+        let mut held = false;
         match &mut self.state.sequencer {
-            _ if confirmed => self.renew_window(&fetch),
+            _ if confirmed => held = self.renew_window(&fetch),
             _ if inconclusive => {}
             Some(s) => self.steps.extend(s.observe(&fetch)),
             None => self.state.near.observe(&fetch, &mut self.emitter),
@@ -880,14 +878,15 @@ impl Topology {
 
     /// A 304 (Not Modified) of `f`'s URL: the content the sketch window holds for it, if any,
     /// is fetched again at `f`'s time, which moves its time as a fetch of the same content
-    /// would (nothing is verified again: the window sees the content unchanged).
-    fn renew_window(&mut self, f: &near::Fetch<'_>) {
+    /// would (nothing is verified again: the window sees the content unchanged). False when the
+    /// window holds no content for it.
+    fn renew_window(&mut self, f: &near::Fetch<'_>) -> bool {
         let held = match &self.state.sequencer {
             Some(s) => s.sketch_of(f.url),
             None => self.state.near.sketch_of(f.url),
         };
         let Some(sketch) = held.cloned() else {
-            return;
+            return false;
         };
         let fetch = near::Fetch {
             sketch: Some(&sketch),
@@ -897,6 +896,7 @@ impl Topology {
             Some(s) => self.steps.extend(s.observe(&fetch)),
             None => self.state.near.observe(&fetch, &mut self.emitter),
         }
+        true
     }
 
     /// A 304 (Not Modified) of `url` at `at_ms`, downstream of the pairs: the exact groups and

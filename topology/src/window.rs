@@ -68,11 +68,16 @@ impl<K> Expiry<K> {
         self.keys.remove(&ticket.seq)
     }
 
-    /// Files the entry of `ticket` again at `at_ms` (a later fetch of the same content); its new
-    /// ticket.
-    pub fn refile(&mut self, ticket: Ticket, at_ms: i64) -> Option<Ticket> {
-        let key = self.remove(ticket)?;
-        Some(self.insert(at_ms, key))
+    /// A later fetch of the same content at `at_ms`: files the live entry of `ticket` again
+    /// there and updates `ticket`. False, and nothing moved, when `at_ms` is before the entry's
+    /// time (a stale fetch).
+    pub fn renew(&mut self, ticket: &mut Ticket, at_ms: i64) -> bool {
+        if at_ms < ticket.at_ms {
+            return false;
+        }
+        let key = self.remove(*ticket).expect("a live entry's ticket");
+        *ticket = self.insert(at_ms, key);
+        true
     }
 
     /// The oldest entry filed before `horizon_ms`, taken out.
@@ -134,12 +139,14 @@ mod tests {
         assert_eq!(e.pop_before(25), Some("a"));
         assert_eq!(e.pop_before(25), None);
         assert_eq!(late.at_ms(), 30);
-        let late = e.refile(late, 40).expect("filed");
+        let mut late = late;
+        assert!(e.renew(&mut late, 40));
         assert_eq!(late.at_ms(), 40);
-        assert_eq!(e.pop_before(31), None, "refiled later");
+        assert!(!e.renew(&mut late, 39), "an earlier fetch is stale");
+        assert_eq!(late.at_ms(), 40);
+        assert_eq!(e.pop_before(31), None, "filed later");
         assert_eq!(e.pop_before(41), Some("c"));
         assert!(e.is_empty());
-        assert_eq!(e.refile(late, 50), None, "gone");
     }
 
     proptest::proptest! {
