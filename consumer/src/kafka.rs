@@ -31,6 +31,7 @@ use crate::cli::{RunArgs, Stage};
 use crate::http::ClusterQuery;
 use crate::merge::Merge;
 use crate::telemetry::{self, Health};
+use crate::workers::take_jobs;
 use anyhow::{anyhow, bail, Context as _, Result};
 use futures::stream::{FuturesOrdered, StreamExt};
 use futures::FutureExt;
@@ -1075,16 +1076,15 @@ impl PreparePool {
             let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
             std::thread::Builder::new()
                 .name(format!("neardup-prepare-{i}"))
-                .spawn(move || loop {
-                    // The lock is held only while waiting for the next record. Ends when the
-                    // pool (the sender) is dropped.
-                    let next = rx.lock().map(|rx| rx.recv());
-                    let Ok(Ok((raw, reply))) = next else { break };
-                    let t0 = Instant::now();
-                    let prepared = prepare(stage, &reader, &mut preparer, (&cfg, &cache), &raw);
-                    seconds.record(t0.elapsed().as_secs_f64());
-                    // The run loop may have stopped waiting: nothing to do then.
-                    let _ = reply.send((raw, prepared));
+                .spawn(move || {
+                    // Ends when the pool (the sender) is dropped.
+                    take_jobs(&rx, |(raw, reply): PrepareJob| {
+                        let t0 = Instant::now();
+                        let prepared = prepare(stage, &reader, &mut preparer, (&cfg, &cache), &raw);
+                        seconds.record(t0.elapsed().as_secs_f64());
+                        // The run loop may have stopped waiting: nothing to do then.
+                        let _ = reply.send((raw, prepared));
+                    })
                 })
                 .expect("a preparing thread");
         }

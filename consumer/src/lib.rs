@@ -22,3 +22,4 @@ pub mod sample;
 pub mod summary;
 pub mod telemetry;
 pub mod warc;
+mod workers;

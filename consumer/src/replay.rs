@@ -13,6 +13,7 @@
 //! `OUT/report.html` with `OUT/report.json` (see [`crate::report`]).
 
 use crate::buffers::Buffers;
+use crate::workers::take_jobs;
 use anyhow::{Context, Result};
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::sign_cache::SignCache;
@@ -249,14 +250,12 @@ impl Replayer {
                 let rx = Arc::clone(&rx);
                 std::thread::Builder::new()
                     .name(format!("neardup-prepare-{i}"))
-                    .spawn(move || loop {
-                        // The lock is held only while waiting for the next record. Ends when
-                        // the replay drops the sender.
-                        let next = rx.lock().map(|rx| rx.recv());
-                        let Ok(Ok((raw, reply))) = next else { break };
-                        let prepared = preparer.prepare(&raw);
-                        // A replay that stopped early no longer waits: nothing to do then.
-                        let _ = reply.send((raw, prepared));
+                    .spawn(move || {
+                        take_jobs(&rx, |(raw, reply): Job| {
+                            let prepared = preparer.prepare(&raw);
+                            // A replay that stopped early no longer waits: nothing to do then.
+                            let _ = reply.send((raw, prepared));
+                        })
                     })
                     .context("cannot start a preparing thread")
             })
