@@ -487,18 +487,17 @@ fn browser_dom(page: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// One WARC record, gzip-compressed on its own (the `.warc.gz` convention).
+/// One WARC record, gzip-compressed on its own (the `.warc.gz` convention); returns its
+/// record ID.
 fn warc_record(
     out: &mut Vec<u8>,
     kind: &str,
     uri: Option<&str>,
     extra: &[(&str, &str)],
     block: &[u8],
-) {
-    let mut rec = format!(
-        "WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: <urn:uuid:{}>\r\n",
-        out.len()
-    );
+) -> String {
+    let id = format!("<urn:uuid:{}>", out.len());
+    let mut rec = format!("WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {id}\r\n");
     if let Some(u) = uri {
         rec += &format!("WARC-Target-URI: {u}\r\n");
     }
@@ -512,6 +511,7 @@ fn warc_record(
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&bytes).unwrap();
     out.extend(gz.finish().unwrap());
+    id
 }
 
 #[test]
@@ -531,6 +531,8 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         b"software: test\r\n",
     );
     let (mut responses, mut n, mut last_at) = (0, 0, String::new());
+    // The first two 200 responses: URL, record ID, payload digest, content type and body.
+    let mut captured: Vec<(String, String, String, serde_json::Value, Vec<u8>)> = vec![];
     for (i, r) in sample.records.iter().enumerate() {
         if bad.contains(&i) {
             continue;
@@ -597,13 +599,19 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         );
         let mut fields = extra.clone();
         fields.push(("Content-Type", "application/http; msgtype=response"));
-        warc_record(
+        let digest = format!("sha1:T{n}");
+        fields.push(("WARC-Payload-Digest", &digest));
+        let id = warc_record(
             &mut warc,
             "response",
             Some(&format!("<{url}>")),
             &fields,
             &block,
         );
+        if status == 200 && captured.len() < 2 {
+            let ct = v["content_type"].clone();
+            captured.push((url.to_owned(), id, digest.clone(), ct, body.clone()));
+        }
         responses += 1;
     }
     // A crawler's revisit of a page it captured before replays as a 304 of that page; one of
@@ -637,6 +645,39 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         ],
         b"HTTP/1.1 200 OK\r\n\r\n",
     );
+    // Revisits of other URLs' captures, found by payload digest and by record ID (an archive
+    // deduplicated across URLs), replay as fetches of those bodies: exact copies.
+    let copies = [
+        "http://copy.example/by-digest.html",
+        "http://copy.example/by-id.html",
+    ];
+    for (k, ((url, id, digest, ct, body), copy)) in captured.iter().zip(copies).enumerate() {
+        let mut fields = vec![
+            ("WARC-Date", last_at.as_str()),
+            ("WARC-Refers-To-Target-URI", url.as_str()),
+            (
+                "WARC-Profile",
+                "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
+            ),
+        ];
+        match k {
+            0 => fields.push(("WARC-Payload-Digest", digest)),
+            _ => fields.push(("WARC-Refers-To", id)),
+        }
+        warc_record(
+            &mut warc,
+            "revisit",
+            Some(copy),
+            &fields,
+            b"HTTP/1.1 200 OK\r\n\r\n",
+        );
+        let mut e = serde_json::json!({"url": copy, "fetched_at": last_at, "status": 200});
+        if !ct.is_null() {
+            e["content_type"] = ct.clone();
+        }
+        e["body_base64"] = b64.encode(body).into();
+        events += &(e.to_string() + "\n");
+    }
     warc_record(
         &mut warc,
         "response",
@@ -644,8 +685,8 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         &[],
         b"no HTTP here",
     );
-    // warcinfo, request + response per page, two revisits, broken
-    let records = 2 * responses + 4;
+    // warcinfo, request + response per page, four revisits, broken
+    let records = 2 * responses + 6;
     std::fs::write(dir.join("crawl.warc.gz"), &warc).unwrap();
     std::fs::write(dir.join("events.jsonl"), &events).unwrap();
 
@@ -666,7 +707,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     ]);
     let summary = String::from_utf8(printed.stdout).unwrap();
     assert!(
-        summary.contains(&format!("WARC records: {records}, responses replayed {}, revisits replayed as 304 1, revisits of other URLs skipped 1, other records skipped {}", responses + 1, responses + 1)),
+        summary.contains(&format!("WARC records: {records}, responses replayed {}, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, other records skipped {}", responses + 1, responses + 1)),
         "{summary}"
     );
     for kind in OutputKind::ALL {
@@ -675,6 +716,21 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
             assert_eq!(got, lines(&from_events, kind), "{kind:?}");
             if kind == OutputKind::Pairs {
                 assert!(!got.is_empty(), "the sample has pairs");
+            }
+            if kind == OutputKind::Signatures {
+                // Each copy is signed as the body it refers to: the checksum of that capture.
+                let checksums = |url: &str| -> Vec<String> {
+                    got.iter()
+                        .map(|l| serde_json::from_slice::<serde_json::Value>(l).unwrap())
+                        .filter(|v| v["url"] == url && v["content"].is_object())
+                        .map(|v| v["content"]["checksum"].as_str().unwrap().to_owned())
+                        .collect()
+                };
+                for ((url, ..), copy) in captured.iter().zip(copies) {
+                    let copied = checksums(copy);
+                    assert_eq!(copied.len(), 1, "{copy}");
+                    assert_eq!(copied[0], checksums(url)[0], "{copy} copies {url}");
+                }
             }
         }
     }

@@ -53,6 +53,7 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                     &args.out,
                     args.topology.config(),
                     args.topology.sign_cache,
+                    args.revisit_cache,
                 )?,
             };
             print!("{}", report.summary);

@@ -382,12 +382,15 @@ impl Replayer {
     }
 }
 
-/// Replays `inputs` in order through a fresh topology, writing outputs into `out_dir`.
+/// Replays `inputs` in order through a fresh topology, writing outputs into `out_dir`; WARC
+/// files keep up to `revisit_cache` bytes of their bodies for revisits of other URLs
+/// ([`crate::warc::Captures`]).
 pub fn replay_files(
     inputs: &[PathBuf],
     out_dir: &Path,
     cfg: neardup_topology::Config,
     sign_cache: usize,
+    revisit_cache: usize,
 ) -> Result<ReplayReport> {
     // Every input is checked before any output is created, so a mistyped path leaves nothing
     // behind that looks like an empty result.
@@ -401,6 +404,7 @@ pub fn replay_files(
         .sum();
     let progress = Progress::bytes(total);
     let mut warc = crate::warc::WarcCounts::default();
+    let mut captures = crate::warc::Captures::new(revisit_cache);
     for path in inputs {
         let file = path.display().to_string();
         let read = Arc::new(AtomicU64::new(0));
@@ -415,10 +419,12 @@ pub fn replay_files(
             }
         };
         if crate::warc::is_warc(path)? {
-            let c = crate::warc::for_each_page_counted(path, read.clone(), &mut handle)?;
+            let c =
+                crate::warc::for_each_page_counted(path, read.clone(), &mut captures, &mut handle)?;
             warc.records += c.records;
             warc.responses += c.responses;
             warc.revisits += c.revisits;
+            warc.revisits_of_others += c.revisits_of_others;
             warc.revisits_elsewhere += c.revisits_elsewhere;
             warc.other += c.other;
         } else {
@@ -430,8 +436,13 @@ pub fn replay_files(
     progress.finish();
     let notes = if warc.records > 0 {
         format!(
-            "  WARC records: {}, responses replayed {}, revisits replayed as 304 {}, revisits of other URLs skipped {}, other records skipped {}\n",
-            warc.records, warc.responses, warc.revisits, warc.revisits_elsewhere, warc.other
+            "  WARC records: {}, responses replayed {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, other records skipped {}\n",
+            warc.records,
+            warc.responses,
+            warc.revisits,
+            warc.revisits_of_others,
+            warc.revisits_elsewhere,
+            warc.other
         )
     } else {
         String::new()

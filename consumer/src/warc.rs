@@ -10,12 +10,22 @@
 //! inconclusive for 304, 429 and 5xx). WARC has no crawl round: the events carry no
 //! `crawl_id`.
 //!
-//! A `revisit` record of the same URL (no `WARC-Refers-To-Target-URI`, or that URL again: a
-//! crawler deduplicating against its own earlier capture, or a server answering 304) becomes a
-//! page event with status 304, which renews the URL's earlier content as a fetch of the same
-//! content would. A revisit of another URL's capture is skipped: neardup cannot know that
-//! URL's content at that date. Other record types (`warcinfo`, `request`, `metadata`,
-//! `resource`, `conversion`) are skipped too; every kind is counted. A `response` record
+//! A `revisit` record stands for a fetch whose content the archive holds elsewhere:
+//! - of another URL's capture (a crawler deduplicating by payload digest across URLs, which
+//!   is how an exact copy at a second URL, a mirror's page above all, is archived): the
+//!   page event of a fetch of that URL's body at this URL (status 200, or the revisit's own
+//!   2xx status; its `Content-Type`, else the capture's). The capture is found by the
+//!   revisit's `WARC-Payload-Digest`, else by its `WARC-Refers-To` record ID, among the
+//!   bodies of the `response` records read before it in this replay ([`Captures`], bounded
+//!   in bytes, least recently used dropped first). A revisit whose capture is not among
+//!   them (in a file not given, or dropped) is skipped, and counted;
+//! - of the same URL (no `WARC-Refers-To-Target-URI`, or that URL again: a crawler
+//!   deduplicating against its own earlier capture, or a server answering 304): a page event
+//!   with status 304, which renews the URL's earlier content as a fetch of the same content
+//!   would.
+//!
+//! Other record types (`warcinfo`, `request`, `metadata`,
+//! `resource`, `conversion`) are skipped; every kind is counted. A `response` record
 //! whose HTTP message cannot be parsed is passed on as its raw block, so it reaches the
 //! dead-letter topic (reason `not_json`) with the file and record number as its source,
 //! never silently dropped. A file that is not WARC, or is cut off inside a record, is an error
@@ -27,6 +37,7 @@ use anyhow::{bail, Context as _, Result};
 use base64::Engine as _;
 use std::io::{BufRead, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 /// What a WARC file held.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -37,10 +48,85 @@ pub struct WarcCounts {
     pub responses: u64,
     /// `revisit` records of the same URL, passed on as 304s.
     pub revisits: u64,
-    /// `revisit` records of another URL's capture, skipped.
+    /// `revisit` records of another URL's capture, passed on with that capture's body.
+    pub revisits_of_others: u64,
+    /// `revisit` records of another URL's capture that was not found, skipped.
     pub revisits_elsewhere: u64,
     /// Other records skipped.
     pub other: u64,
+}
+
+/// The bodies of the `response` records read so far, for the `revisit` records that refer to
+/// them from another URL: by payload digest and by record ID (one body for both), within a
+/// budget of bytes (bodies and keys), the least recently used dropped first. One for a whole
+/// replay, so a revisit finds its capture in an earlier file.
+pub struct Captures {
+    entries: lru::LruCache<Box<str>, Arc<Capture>>,
+    bytes: usize,
+    budget: usize,
+}
+
+/// A `response` record's URL, content type and body, as its page event has them.
+struct Capture {
+    url: Box<str>,
+    content_type: Option<Box<str>>,
+    body: Box<[u8]>,
+}
+
+impl Captures {
+    /// Keeps at most `budget` bytes of bodies and keys; 0 keeps none (a revisit of another
+    /// URL is then always skipped).
+    pub fn new(budget: usize) -> Self {
+        Captures {
+            entries: lru::LruCache::unbounded(),
+            bytes: 0,
+            budget,
+        }
+    }
+
+    fn keep(&mut self, digest: Option<&str>, id: Option<&str>, capture: Capture) {
+        let keys: Vec<Box<str>> = [
+            digest.map(|d| format!("d {d}")),
+            id.map(|i| format!("i {i}")),
+        ]
+        .into_iter()
+        .flatten()
+        .map(String::into_boxed_str)
+        .collect();
+        let cost = capture.body.len() + keys.iter().map(|k| k.len()).sum::<usize>();
+        if keys.is_empty() || cost > self.budget {
+            return;
+        }
+        let capture = Arc::new(capture);
+        self.bytes += capture.body.len();
+        for key in keys {
+            self.bytes += key.len();
+            let len = key.len();
+            if let Some(old) = self.entries.put(key, capture.clone()) {
+                self.release(len, old);
+            }
+        }
+        while self.bytes > self.budget {
+            let Some((key, old)) = self.entries.pop_lru() else {
+                break;
+            };
+            self.release(key.len(), old);
+        }
+    }
+
+    /// Accounts for an entry gone: its key, and its body if no other key holds it.
+    fn release(&mut self, key_len: usize, capture: Arc<Capture>) {
+        self.bytes -= key_len;
+        if Arc::strong_count(&capture) == 1 {
+            self.bytes -= capture.body.len();
+        }
+    }
+
+    /// The capture a revisit refers to, by payload digest, else by record ID.
+    fn find(&mut self, digest: Option<&str>, id: Option<&str>) -> Option<Arc<Capture>> {
+        let by_digest = digest.and_then(|d| self.entries.get(&*format!("d {d}")).cloned());
+        by_digest.or_else(|| id.and_then(|i| self.entries.get(&*format!("i {i}")).cloned()))
+    }
 }
 
 /// True when the (possibly gzipped) file starts like a WARC file.
@@ -58,15 +144,13 @@ pub fn is_warc(path: &Path) -> Result<bool> {
 }
 
 /// Calls `f(record_number, page_event_or_raw_block)` for every `response` record of `path` and
-/// every `revisit` of the same URL (record numbers count every record, from 1).
-pub fn for_each_page(path: &Path, f: impl FnMut(u64, &[u8])) -> Result<WarcCounts> {
-    for_each_page_counted(path, Default::default(), f)
-}
-
-/// [`for_each_page`], counting the bytes read from the file in `read`.
+/// every `revisit` passed on (record numbers count every record, from 1), counting the bytes
+/// read from the file in `read`; finds the captures that revisits refer to in `captures`, and
+/// keeps this file's there.
 pub fn for_each_page_counted(
     path: &Path,
-    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    read: Arc<std::sync::atomic::AtomicU64>,
+    captures: &mut Captures,
     mut f: impl FnMut(u64, &[u8]),
 ) -> Result<WarcCounts> {
     let mut r = crate::replay::open_counted(path, read)?;
@@ -152,26 +236,50 @@ pub fn for_each_page_counted(
             "response" => {
                 counts.responses += 1;
                 let uri = target(get("warc-target-uri"));
-                match page_event(uri, get("warc-date"), get("warc-ip-address"), &block) {
-                    Some(event) => f(counts.records, &event),
-                    None => f(counts.records, &block),
+                let Some(response) = response(&block, true) else {
+                    f(counts.records, &block);
+                    continue;
+                };
+                let (date, ip) = (get("warc-date"), get("warc-ip-address"));
+                let ct = response.content_type.as_deref();
+                let body = response.body.as_deref();
+                f(
+                    counts.records,
+                    &page_event(uri, date, ip, response.status, ct, body),
+                );
+                if let Some(body) = response.body {
+                    let capture = Capture {
+                        url: uri.into(),
+                        content_type: response.content_type.map(String::into_boxed_str),
+                        body: body.into_boxed_slice(),
+                    };
+                    let (digest, id) = (get("warc-payload-digest"), get("warc-record-id"));
+                    captures.keep(digest, id, capture);
                 }
             }
             "revisit" => {
                 let uri = target(get("warc-target-uri"));
-                match get("warc-refers-to-target-uri").map(|u| target(Some(u))) {
-                    Some(other) if other != uri => counts.revisits_elsewhere += 1,
+                let (date, ip) = (get("warc-date"), get("warc-ip-address"));
+                let found = captures.find(get("warc-payload-digest"), get("warc-refers-to"));
+                let refers_to = get("warc-refers-to-target-uri").map(|u| target(Some(u)));
+                match found {
+                    Some(capture) if *capture.url != *uri => {
+                        // A fetch of that capture's content at this URL.
+                        counts.revisits_of_others += 1;
+                        let own =
+                            response(&block, false).filter(|r| (200..300).contains(&r.status));
+                        let status = own.as_ref().map_or(200, |r| r.status);
+                        let ct = own.as_ref().and_then(|r| r.content_type.as_deref());
+                        let ct = ct.or(capture.content_type.as_deref());
+                        let event = page_event(uri, date, ip, status, ct, Some(&capture.body));
+                        f(counts.records, &event);
+                    }
+                    _ if refers_to.is_some_and(|other| other != uri) => {
+                        counts.revisits_elsewhere += 1
+                    }
                     _ => {
                         counts.revisits += 1;
-                        let mut event = serde_json::json!({
-                            "url": uri,
-                            "fetched_at": get("warc-date").unwrap_or(""),
-                            "status": 304,
-                        });
-                        if let Some(ip) = get("warc-ip-address") {
-                            event["ip"] = ip.into();
-                        }
-                        f(counts.records, event.to_string().as_bytes());
+                        f(counts.records, &page_event(uri, date, ip, 304, None, None));
                     }
                 }
             }
@@ -193,8 +301,18 @@ fn trim_eol(l: &[u8]) -> &[u8] {
     l
 }
 
-/// The page event of an archived HTTP response, or `None` when the message does not parse.
-fn page_event(url: &str, date: Option<&str>, ip: Option<&str>, block: &[u8]) -> Option<Vec<u8>> {
+/// What an archived HTTP response says.
+struct Response {
+    status: u16,
+    content_type: Option<String>,
+    /// The body of a 2xx response, its transfer and content encodings undone (neardup reads no
+    /// other status's body).
+    body: Option<Vec<u8>>,
+}
+
+/// The archived HTTP response of a record's block, or `None` when the message does not parse;
+/// without its body unless `with_body` (a revisit's block has the headers only).
+fn response(block: &[u8], with_body: bool) -> Option<Response> {
     let split = find(block, b"\r\n\r\n")
         .map(|i| (i, i + 4))
         .or_else(|| find(block, b"\n\n").map(|i| (i, i + 2)))?;
@@ -220,6 +338,34 @@ fn page_event(url: &str, date: Option<&str>, ip: Option<&str>, block: &[u8]) -> 
             _ => {}
         }
     }
+    let mut body = None;
+    if with_body && (200..300).contains(&status) {
+        let mut b = block[split.1..].to_vec();
+        if chunked {
+            b = dechunk(&b)?;
+        }
+        body = Some(match encoding.as_str() {
+            "gzip" | "x-gzip" => inflate(flate2::read::MultiGzDecoder::new(&b[..]))?,
+            "deflate" => inflate(flate2::read::ZlibDecoder::new(&b[..]))?,
+            _ => b,
+        });
+    }
+    Some(Response {
+        status,
+        content_type,
+        body,
+    })
+}
+
+/// A page event (`body` as `body_base64`).
+fn page_event(
+    url: &str,
+    date: Option<&str>,
+    ip: Option<&str>,
+    status: u16,
+    content_type: Option<&str>,
+    body: Option<&[u8]>,
+) -> Vec<u8> {
     let mut event = serde_json::json!({
         "url": url,
         "fetched_at": date.unwrap_or(""),
@@ -231,21 +377,12 @@ fn page_event(url: &str, date: Option<&str>, ip: Option<&str>, block: &[u8]) -> 
     if let Some(ip) = ip {
         event["ip"] = ip.into();
     }
-    if (200..300).contains(&status) {
-        let mut body = block[split.1..].to_vec();
-        if chunked {
-            body = dechunk(&body)?;
-        }
-        body = match encoding.as_str() {
-            "gzip" | "x-gzip" => inflate(flate2::read::MultiGzDecoder::new(&body[..]))?,
-            "deflate" => inflate(flate2::read::ZlibDecoder::new(&body[..]))?,
-            _ => body,
-        };
+    if let Some(body) = body {
         event["body_base64"] = base64::engine::general_purpose::STANDARD
-            .encode(&body)
+            .encode(body)
             .into();
     }
-    serde_json::to_vec(&event).ok()
+    serde_json::to_vec(&event).expect("strings and numbers serialize")
 }
 
 fn inflate(mut r: impl Read) -> Option<Vec<u8>> {
@@ -281,6 +418,82 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// The bytes `captures` counts, recounted from its entries (each body once).
+    fn recount(captures: &Captures) -> usize {
+        let mut bodies: Vec<*const Capture> = Vec::new();
+        let mut n = 0;
+        for (k, c) in captures.entries.iter() {
+            n += k.len();
+            if !bodies.contains(&Arc::as_ptr(c)) {
+                bodies.push(Arc::as_ptr(c));
+                n += c.body.len();
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn captures_are_found_by_digest_or_record_id_within_their_budget() {
+        let capture = |url: &str, len: usize| Capture {
+            url: url.into(),
+            content_type: None,
+            body: vec![b'x'; len].into_boxed_slice(),
+        };
+        let mut c = Captures::new(1000);
+        c.keep(
+            Some("sha1:A"),
+            Some("<urn:uuid:1>"),
+            capture("http://a/", 300),
+        );
+        c.keep(None, Some("<urn:uuid:2>"), capture("http://b/", 300));
+        c.keep(None, None, capture("http://c/", 10)); // nothing to find it by
+        assert_eq!(c.bytes, recount(&c));
+        assert_eq!(c.entries.len(), 3);
+        let url = |f: Option<Arc<Capture>>| f.map(|c| c.url.to_string());
+        assert_eq!(
+            url(c.find(Some("sha1:A"), None)).as_deref(),
+            Some("http://a/")
+        );
+        assert_eq!(
+            url(c.find(Some("sha1:?"), Some("<urn:uuid:1>"))).as_deref(),
+            Some("http://a/")
+        );
+        assert_eq!(
+            url(c.find(None, Some("<urn:uuid:2>"))).as_deref(),
+            Some("http://b/")
+        );
+        assert!(c.find(Some("sha1:B"), Some("<urn:uuid:3>")).is_none());
+        // A third body overflows the budget: the least recently used entries go (both of the
+        // first body's, the second found last), until the rest fits.
+        c.keep(Some("sha1:C"), None, capture("http://c/", 500));
+        assert!(c.bytes <= 1000, "{}", c.bytes);
+        assert_eq!(c.bytes, recount(&c));
+        assert!(c.find(Some("sha1:A"), Some("<urn:uuid:1>")).is_none());
+        assert_eq!(
+            url(c.find(None, Some("<urn:uuid:2>"))).as_deref(),
+            Some("http://b/")
+        );
+        assert_eq!(
+            url(c.find(Some("sha1:C"), None)).as_deref(),
+            Some("http://c/")
+        );
+        // Too large for the budget, or no budget at all: not kept.
+        c.keep(Some("sha1:D"), None, capture("http://d/", 2000));
+        assert!(c.find(Some("sha1:D"), None).is_none());
+        let mut none = Captures::new(0);
+        none.keep(Some("sha1:A"), None, capture("http://a/", 1));
+        assert!(none.find(Some("sha1:A"), None).is_none());
+        // Many captures, one body under two keys, and the same keys again: the accounting
+        // stays exact and within the budget.
+        let mut c = Captures::new(5000);
+        for i in 0..200usize {
+            let (d, id) = (format!("sha1:{}", i % 37), format!("<urn:uuid:{}>", i % 53));
+            c.keep(Some(&d), Some(&id), capture("http://e/", (i * 7919) % 900));
+            assert!(c.bytes <= 5000);
+            assert_eq!(c.bytes, recount(&c), "after {i}");
+        }
+    }
+
     #[test]
     fn chunked_bodies_are_joined() {
         assert_eq!(
@@ -294,7 +507,12 @@ mod tests {
     fn an_http_response_becomes_a_page_event() {
         let block = b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
                       Transfer-Encoding: chunked\r\n\r\n3\r\n<p>\r\n2\r\nhi\r\n0\r\n\r\n";
-        let e = page_event(
+        let event = |url, date, ip, block| {
+            let r = response(block, true)?;
+            let (ct, body) = (r.content_type.as_deref(), r.body.as_deref());
+            Some(page_event(url, date, ip, r.status, ct, body))
+        };
+        let e = event(
             "http://a.example/",
             Some("2026-01-02T03:04:05Z"),
             Some("192.0.2.1"),
@@ -310,7 +528,7 @@ mod tests {
             .decode(v["body_base64"].as_str().unwrap())
             .unwrap();
         assert_eq!(body, b"<p>hi");
-        let e = page_event(
+        let e = event(
             "http://a.example/x",
             None,
             None,
@@ -320,6 +538,13 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&e).unwrap();
         assert_eq!(v["status"], 404);
         assert!(v.get("body_base64").is_none());
-        assert!(page_event("u", None, None, b"garbage without a header end").is_none());
+        assert!(event("u", None, None, b"garbage without a header end").is_none());
+        // A revisit's block: the headers alone, whatever they say of a body.
+        let r = response(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!((r.status, r.body), (200, None));
     }
 }
