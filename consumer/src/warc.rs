@@ -5,7 +5,9 @@
 //! A record's page event: `url` from `WARC-Target-URI`, `fetched_at` from `WARC-Date`, `ip` from
 //! `WARC-IP-Address`, and from the archived HTTP response its status, `Content-Type` and body
 //! (as `body_base64`: the topology detects the charset as for any byte body). A chunked
-//! transfer encoding is undone, and a `gzip` or `deflate` content encoding decompressed. Bodies
+//! transfer encoding is undone, and a `gzip`, `deflate` or `br` content encoding
+//! decompressed (a body in `zstd` or `compress`, or one that does not decompress, makes the
+//! record a dead letter as an unparseable message is). Bodies
 //! of non-2xx responses are left out (neardup reads none: such a fetch is "no content", or
 //! inconclusive for 304, 429 and 5xx). WARC has no crawl round: the events carry no
 //! `crawl_id`.
@@ -344,11 +346,7 @@ fn response(block: &[u8], with_body: bool) -> Option<Response> {
         if chunked {
             b = dechunk(&b)?;
         }
-        body = Some(match encoding.as_str() {
-            "gzip" | "x-gzip" => inflate(flate2::read::MultiGzDecoder::new(&b[..]))?,
-            "deflate" => inflate(flate2::read::ZlibDecoder::new(&b[..]))?,
-            _ => b,
-        });
+        body = Some(decode_content(b, &encoding)?);
     }
     Some(Response {
         status,
@@ -385,10 +383,34 @@ fn page_event(
     serde_json::to_vec(&event).expect("strings and numbers serialize")
 }
 
-fn inflate(mut r: impl Read) -> Option<Vec<u8>> {
+/// Undoes a `Content-Encoding` (a list, applied in order, so undone from the last): `gzip`,
+/// `deflate` (zlib, or the raw deflate some servers send under that name) and `br`; `identity`
+/// and names no client knows leave the body as it is, as browsers do. `None` when a body does
+/// not decode, or for `zstd` and `compress`, which neardup does not decode (the record is then a
+/// dead letter, not a page read as binary).
+fn decode_content(mut body: Vec<u8>, encoding: &str) -> Option<Vec<u8>> {
+    for coding in encoding.rsplit(',').map(str::trim) {
+        body = match coding {
+            "gzip" | "x-gzip" => inflate(flate2::read::MultiGzDecoder::new(&body[..]))?,
+            "deflate" => inflate(flate2::read::ZlibDecoder::new(&body[..]))
+                .or_else(|| inflate(flate2::read::DeflateDecoder::new(&body[..])))?,
+            "br" => inflate(brotli_decompressor::Decompressor::new(&body[..], 4096))?,
+            "zstd" | "compress" | "x-compress" => return None,
+            _ => body,
+        };
+    }
+    Some(body)
+}
+
+/// The most a body may decompress to (a few kilobytes of gzip can expand to gigabytes): far
+/// above any page (`--max-body-bytes` refuses much less), so only a decompression bomb is cut
+/// off, as a body that does not decode.
+const MAX_DECODED: u64 = 256 << 20;
+
+fn inflate(r: impl Read) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    r.read_to_end(&mut out).ok()?;
-    Some(out)
+    r.take(MAX_DECODED + 1).read_to_end(&mut out).ok()?;
+    (out.len() as u64 <= MAX_DECODED).then_some(out)
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -492,6 +514,59 @@ mod tests {
             assert!(c.bytes <= 5000);
             assert_eq!(c.bytes, recount(&c), "after {i}");
         }
+    }
+
+    #[test]
+    fn content_encodings_are_undone() {
+        use std::io::Write as _;
+        let page = b"<p>hello brotli</p>".repeat(20);
+        let gzip = |b: &[u8]| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(b).unwrap();
+            gz.finish().unwrap()
+        };
+        let zlib = {
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(&page).unwrap();
+            z.finish().unwrap()
+        };
+        let raw_deflate = {
+            let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(&page).unwrap();
+            z.finish().unwrap()
+        };
+        // `page` compressed by Google's brotli (Python `brotli.compress`, quality 11).
+        let br: &[u8] = &[
+            0x1b, 0x7b, 0x01, 0xf8, 0x1d, 0x87, 0xe9, 0x36, 0x78, 0xb6, 0xc9, 0xea, 0x5e, 0xfa,
+            0x9a, 0x07, 0x4e, 0x8e, 0x4e, 0xfa, 0xbc, 0x88, 0x65, 0x1a, 0xdb, 0x5b, 0x6d, 0x42,
+            0x60, 0x89, 0x20, 0x0e, 0xf4, 0xc9, 0xc8, 0x7d, 0x48, 0x00,
+        ];
+        let decoded = |b: &[u8], encoding: &str| decode_content(b.to_vec(), encoding);
+        assert_eq!(decoded(&gzip(&page), "gzip").unwrap(), page);
+        assert_eq!(decoded(&gzip(&page), "x-gzip").unwrap(), page);
+        assert_eq!(decoded(&zlib, "deflate").unwrap(), page);
+        assert_eq!(decoded(&raw_deflate, "deflate").unwrap(), page);
+        assert_eq!(decoded(br, "br").unwrap(), page);
+        // Applied in order, undone from the last.
+        assert_eq!(decoded(&gzip(br), "br, gzip").unwrap(), page);
+        assert_eq!(decoded(&gzip(&gzip(&page)), "gzip,gzip").unwrap(), page);
+        // Identity, and names that are no encoding (a server's mistake): the body as sent.
+        for e in ["", "identity", "utf-8"] {
+            assert_eq!(decoded(&page, e).unwrap(), page, "{e:?}");
+        }
+        // What does not decode, and what neardup does not decode, is no body.
+        assert!(decoded(&page, "gzip").is_none());
+        assert!(decoded(&page, "br").is_none());
+        assert!(decoded(&page, "zstd").is_none());
+        // A decompression bomb is cut off.
+        let zeros = std::io::repeat(0).take(MAX_DECODED + 1);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::copy(&mut { zeros }, &mut gz).unwrap();
+        assert!(decoded(&gz.finish().unwrap(), "gzip").is_none());
+        // Through a whole response.
+        let mut block = b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\n\r\n".to_vec();
+        block.extend_from_slice(br);
+        assert_eq!(response(&block, true).unwrap().body.unwrap(), page);
     }
 
     #[test]
