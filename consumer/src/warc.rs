@@ -75,6 +75,25 @@ struct Capture {
     body: Box<[u8]>,
 }
 
+/// What a [`Captures`] entry costs beside its key's text: the key's pointer, the list links, the
+/// map's slot and the `Arc`.
+const ENTRY_BYTES: usize = 64;
+
+fn entry_bytes(key: &str) -> usize {
+    key.len() + ENTRY_BYTES
+}
+
+impl Capture {
+    /// Its heap and `Arc` bytes.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + 16
+            + self.url.len()
+            + self.content_type.as_ref().map_or(0, |c| c.len())
+            + self.body.len()
+    }
+}
+
 impl Captures {
     /// Keeps at most `budget` bytes of bodies and keys; 0 keeps none (a revisit of another
     /// URL is then always skipped).
@@ -95,14 +114,14 @@ impl Captures {
         .flatten()
         .map(String::into_boxed_str)
         .collect();
-        let cost = capture.body.len() + keys.iter().map(|k| k.len()).sum::<usize>();
+        let cost = capture.bytes() + keys.iter().map(|k| entry_bytes(k)).sum::<usize>();
         if keys.is_empty() || cost > self.budget {
             return;
         }
         let capture = Arc::new(capture);
-        self.bytes += capture.body.len();
+        self.bytes += capture.bytes();
         for key in keys {
-            self.bytes += key.len();
+            self.bytes += entry_bytes(&key);
             let len = key.len();
             if let Some(old) = self.entries.put(key, capture.clone()) {
                 self.release(len, old);
@@ -116,11 +135,11 @@ impl Captures {
         }
     }
 
-    /// Accounts for an entry gone: its key, and its body if no other key holds it.
+    /// Accounts for an entry gone: its key, and its capture if no other key holds it.
     fn release(&mut self, key_len: usize, capture: Arc<Capture>) {
-        self.bytes -= key_len;
+        self.bytes -= key_len + ENTRY_BYTES;
         if Arc::strong_count(&capture) == 1 {
-            self.bytes -= capture.body.len();
+            self.bytes -= capture.bytes();
         }
     }
 
@@ -440,15 +459,15 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
-    /// The bytes `captures` counts, recounted from its entries (each body once).
+    /// The bytes `captures` counts, recounted from its entries (each capture once).
     fn recount(captures: &Captures) -> usize {
         let mut bodies: Vec<*const Capture> = Vec::new();
         let mut n = 0;
         for (k, c) in captures.entries.iter() {
-            n += k.len();
+            n += entry_bytes(k);
             if !bodies.contains(&Arc::as_ptr(c)) {
                 bodies.push(Arc::as_ptr(c));
-                n += c.body.len();
+                n += c.bytes();
             }
         }
         n
@@ -487,7 +506,7 @@ mod tests {
         assert!(c.find(Some("sha1:B"), Some("<urn:uuid:3>")).is_none());
         // A third body overflows the budget: the least recently used entries go (both of the
         // first body's, the second found last), until the rest fits.
-        c.keep(Some("sha1:C"), None, capture("http://c/", 500));
+        c.keep(Some("sha1:C"), None, capture("http://c/", 300));
         assert!(c.bytes <= 1000, "{}", c.bytes);
         assert_eq!(c.bytes, recount(&c));
         assert!(c.find(Some("sha1:A"), Some("<urn:uuid:1>")).is_none());
