@@ -61,8 +61,9 @@ use time::format_description::well_known::Rfc3339;
 
 /// Version of the tokenizer rules (visible text + terms). Bump on any change that alters terms.
 /// v2: `<img>` URL terms (seed 001 §2), block-level line breaks. v3: each character of a
-/// script written without spaces (Chinese, Japanese) is a term.
-pub const TOKENIZER_VERSION: u32 = 3;
+/// script written without spaces (Chinese, Japanese) is a term. v4: also of Thai, Lao, Khmer,
+/// Myanmar and Tai Tham.
+pub const TOKENIZER_VERSION: u32 = 4;
 
 /// Longest stretch of event time between two collections epochs (one day).
 const EPOCH_MS: i64 = 24 * 3600 * 1000;
