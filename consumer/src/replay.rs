@@ -202,7 +202,15 @@ const DEPTH_PER_CORE: usize = 64;
 type Answer = (Vec<u8>, Prepared);
 
 /// A record to prepare, and where its answer goes.
-type Job = (Vec<u8>, mpsc::SyncSender<Answer>);
+type Job = (Input, mpsc::SyncSender<Answer>);
+
+/// A record as the input gave it.
+enum Input {
+    /// A record's bytes (a line, a Kafka record, a WARC revisit's page event).
+    Raw(Vec<u8>),
+    /// A WARC `response` record, made into its page event by the preparing thread.
+    Warc(crate::warc::ResponseRecord),
+}
 
 /// One replay in progress: the topology and the output files.
 ///
@@ -251,7 +259,11 @@ impl Replayer {
                 std::thread::Builder::new()
                     .name(format!("neardup-prepare-{i}"))
                     .spawn(move || {
-                        take_jobs(&rx, |(raw, reply): Job| {
+                        take_jobs(&rx, |(input, reply): Job| {
+                            let raw = match input {
+                                Input::Raw(raw) => raw,
+                                Input::Warc(record) => record.into_event(),
+                            };
                             let prepared = preparer.prepare(&raw);
                             // A replay that stopped early no longer waits: nothing to do then.
                             let _ = reply.send((raw, prepared));
@@ -280,8 +292,21 @@ impl Replayer {
     /// Takes one input record: hands it to the preparing threads, and applies the records
     /// before it whose turn has come.
     pub fn record(&mut self, bytes: &[u8], src: &Source) {
+        let raw = self.buffers.copy(bytes);
+        self.hand_out(Input::Raw(raw), src);
+    }
+
+    /// [`Self::record`] for a WARC record.
+    pub fn record_warc(&mut self, page: crate::warc::WarcPage, src: &Source) {
+        match page {
+            crate::warc::WarcPage::Event(event) => self.hand_out(Input::Raw(event), src),
+            crate::warc::WarcPage::Response(r) => self.hand_out(Input::Warc(r), src),
+        }
+    }
+
+    fn hand_out(&mut self, input: Input, src: &Source) {
         let (reply, answer) = mpsc::sync_channel(1);
-        let job = (self.buffers.copy(bytes), reply);
+        let job = (input, reply);
         self.jobs
             .as_ref()
             .expect("records come only before the end")
@@ -408,19 +433,21 @@ pub fn replay_files(
     for path in inputs {
         let file = path.display().to_string();
         let read = Arc::new(AtomicU64::new(0));
-        let mut handle = |line: u64, bytes: &[u8]| {
-            let src = Source::File {
-                file: file.clone(),
-                line,
-            };
-            r.record(bytes, &src);
+        let src = |line: u64| Source::File {
+            file: file.clone(),
+            line,
+        };
+        let progress_of = |r: &Replayer| {
             if r.records % 1024 == 0 {
                 progress.update(r.records, read.load(Ordering::Relaxed));
             }
         };
         if crate::warc::is_warc(path)? {
-            let c =
-                crate::warc::for_each_page_counted(path, read.clone(), &mut captures, &mut handle)?;
+            let handle = |line: u64, page: crate::warc::WarcPage| {
+                r.record_warc(page, &src(line));
+                progress_of(&r);
+            };
+            let c = crate::warc::for_each_page_counted(path, read.clone(), &mut captures, handle)?;
             warc.records += c.records;
             warc.responses += c.responses;
             warc.revisits += c.revisits;
@@ -428,7 +455,11 @@ pub fn replay_files(
             warc.revisits_elsewhere += c.revisits_elsewhere;
             warc.other += c.other;
         } else {
-            for_each_line_counted(path, read.clone(), &mut handle)?;
+            let handle = |line: u64, bytes: &[u8]| {
+                r.record(bytes, &src(line));
+                progress_of(&r);
+            };
+            for_each_line_counted(path, read.clone(), handle)?;
         }
         progress.file_done(read.load(Ordering::Relaxed));
         r.check()?;

@@ -58,21 +58,21 @@ pub struct WarcCounts {
     pub other: u64,
 }
 
-/// The bodies of the `response` records read so far, for the `revisit` records that refer to
-/// them from another URL: by payload digest and by record ID (one body for both), within a
-/// budget of bytes (bodies and keys), the least recently used dropped first. One for a whole
-/// replay, so a revisit finds its capture in an earlier file.
+/// The `response` records read so far, for the `revisit` records that refer to them from
+/// another URL: by payload digest and by record ID (one record for both), within a budget of
+/// bytes, the least recently used dropped first. One for a whole replay, so a revisit finds its
+/// capture in an earlier file. A record is kept as read (its HTTP message is parsed only if a
+/// revisit refers to it), sharing its bytes with the page event being made of it.
 pub struct Captures {
     entries: lru::LruCache<Box<str>, Arc<Capture>>,
     bytes: usize,
     budget: usize,
 }
 
-/// A `response` record's URL, content type and body, as its page event has them.
+/// A `response` record's URL and HTTP message.
 struct Capture {
     url: Box<str>,
-    content_type: Option<Box<str>>,
-    body: Box<[u8]>,
+    block: Arc<Vec<u8>>,
 }
 
 /// What a [`Captures`] entry costs beside its key's text: the key's pointer, the list links, the
@@ -86,11 +86,7 @@ fn entry_bytes(key: &str) -> usize {
 impl Capture {
     /// Its heap and `Arc` bytes.
     fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + 16
-            + self.url.len()
-            + self.content_type.as_ref().map_or(0, |c| c.len())
-            + self.body.len()
+        std::mem::size_of::<Self>() + 16 + self.url.len() + 40 + self.block.len()
     }
 }
 
@@ -150,6 +146,41 @@ impl Captures {
     }
 }
 
+/// What [`for_each_page_counted`] passes on for a record.
+pub enum WarcPage {
+    /// A page event (of a `revisit` record).
+    Event(Vec<u8>),
+    /// A `response` record, whose page event [`ResponseRecord::into_event`] makes: its HTTP
+    /// message is parsed and its body decoded there, on whichever thread calls it.
+    Response(ResponseRecord),
+}
+
+/// A `response` record as read: its URL, date, IP address and HTTP message.
+pub struct ResponseRecord {
+    url: String,
+    date: Option<String>,
+    ip: Option<String>,
+    block: Arc<Vec<u8>>,
+}
+
+impl ResponseRecord {
+    /// Its page event, or its HTTP message as it is when that does not parse, which makes it a
+    /// dead letter (`not_json`) with the record's source.
+    pub fn into_event(self) -> Vec<u8> {
+        match response(&self.block, true) {
+            Some(r) => page_event(
+                &self.url,
+                self.date.as_deref(),
+                self.ip.as_deref(),
+                r.status,
+                r.content_type.as_deref(),
+                r.body.as_deref(),
+            ),
+            None => Arc::unwrap_or_clone(self.block),
+        }
+    }
+}
+
 /// True when the (possibly gzipped) file starts like a WARC file.
 pub fn is_warc(path: &Path) -> Result<bool> {
     let mut r = crate::replay::open_lines(path)?;
@@ -164,15 +195,15 @@ pub fn is_warc(path: &Path) -> Result<bool> {
     Ok(&head[..n] == b"WARC/")
 }
 
-/// Calls `f(record_number, page_event_or_raw_block)` for every `response` record of `path` and
-/// every `revisit` passed on (record numbers count every record, from 1), counting the bytes
-/// read from the file in `read`; finds the captures that revisits refer to in `captures`, and
-/// keeps this file's there.
+/// Calls `f(record_number, page)` for every `response` record of `path` and every `revisit`
+/// passed on (record numbers count every record, from 1), counting the bytes read from the
+/// file in `read`; finds the captures that revisits refer to in `captures`, and keeps this
+/// file's there.
 pub fn for_each_page_counted(
     path: &Path,
     read: Arc<std::sync::atomic::AtomicU64>,
     captures: &mut Captures,
-    mut f: impl FnMut(u64, &[u8]),
+    mut f: impl FnMut(u64, WarcPage),
 ) -> Result<WarcCounts> {
     let mut r = crate::replay::open_counted(path, read)?;
     let mut counts = WarcCounts::default();
@@ -256,35 +287,36 @@ pub fn for_each_page_counted(
         match get("warc-type").unwrap_or("") {
             "response" => {
                 counts.responses += 1;
-                let uri = target(get("warc-target-uri"));
-                let Some(response) = response(&block, true) else {
-                    f(counts.records, &block);
-                    continue;
-                };
-                let (date, ip) = (get("warc-date"), get("warc-ip-address"));
-                let ct = response.content_type.as_deref();
-                let body = response.body.as_deref();
-                f(
-                    counts.records,
-                    &page_event(uri, date, ip, response.status, ct, body),
-                );
-                if let Some(body) = response.body {
+                let url = target(get("warc-target-uri"));
+                let block = Arc::new(block);
+                if captures.budget > 0 {
                     let capture = Capture {
-                        url: uri.into(),
-                        content_type: response.content_type.map(String::into_boxed_str),
-                        body: body.into_boxed_slice(),
+                        url: url.into(),
+                        block: Arc::clone(&block),
                     };
                     let (digest, id) = (get("warc-payload-digest"), get("warc-record-id"));
                     captures.keep(digest, id, capture);
                 }
+                let record = ResponseRecord {
+                    url: url.to_owned(),
+                    date: get("warc-date").map(str::to_owned),
+                    ip: get("warc-ip-address").map(str::to_owned),
+                    block,
+                };
+                f(counts.records, WarcPage::Response(record));
             }
             "revisit" => {
                 let uri = target(get("warc-target-uri"));
                 let (date, ip) = (get("warc-date"), get("warc-ip-address"));
                 let found = captures.find(get("warc-payload-digest"), get("warc-refers-to"));
                 let refers_to = get("warc-refers-to-target-uri").map(|u| target(Some(u)));
-                match found {
-                    Some(capture) if *capture.url != *uri => {
+                // Another URL's capture, with a body to fetch.
+                let elsewhere = found
+                    .filter(|c| *c.url != *uri)
+                    .and_then(|c| Some((response(&c.block, true)?, c)))
+                    .filter(|(r, _)| r.body.is_some());
+                match elsewhere {
+                    Some((capture, _)) => {
                         // A fetch of that capture's content at this URL.
                         counts.revisits_of_others += 1;
                         let own =
@@ -292,15 +324,16 @@ pub fn for_each_page_counted(
                         let status = own.as_ref().map_or(200, |r| r.status);
                         let ct = own.as_ref().and_then(|r| r.content_type.as_deref());
                         let ct = ct.or(capture.content_type.as_deref());
-                        let event = page_event(uri, date, ip, status, ct, Some(&capture.body));
-                        f(counts.records, &event);
+                        let event = page_event(uri, date, ip, status, ct, capture.body.as_deref());
+                        f(counts.records, WarcPage::Event(event));
                     }
-                    _ if refers_to.is_some_and(|other| other != uri) => {
+                    None if refers_to.is_some_and(|other| other != uri) => {
                         counts.revisits_elsewhere += 1
                     }
-                    _ => {
+                    None => {
                         counts.revisits += 1;
-                        f(counts.records, &page_event(uri, date, ip, 304, None, None));
+                        let event = page_event(uri, date, ip, 304, None, None);
+                        f(counts.records, WarcPage::Event(event));
                     }
                 }
             }
@@ -477,10 +510,9 @@ mod tests {
     fn captures_are_found_by_digest_or_record_id_within_their_budget() {
         let capture = |url: &str, len: usize| Capture {
             url: url.into(),
-            content_type: None,
-            body: vec![b'x'; len].into_boxed_slice(),
+            block: Arc::new(vec![b'x'; len]),
         };
-        let mut c = Captures::new(1000);
+        let mut c = Captures::new(1100);
         c.keep(
             Some("sha1:A"),
             Some("<urn:uuid:1>"),
@@ -507,7 +539,7 @@ mod tests {
         // A third body overflows the budget: the least recently used entries go (both of the
         // first body's, the second found last), until the rest fits.
         c.keep(Some("sha1:C"), None, capture("http://c/", 300));
-        assert!(c.bytes <= 1000, "{}", c.bytes);
+        assert!(c.bytes <= 1100, "{}", c.bytes);
         assert_eq!(c.bytes, recount(&c));
         assert!(c.find(Some("sha1:A"), Some("<urn:uuid:1>")).is_none());
         assert_eq!(
