@@ -678,6 +678,14 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         e["body_base64"] = b64.encode(body).into();
         events += &(e.to_string() + "\n");
     }
+    // A crawler's DNS lookup, archived as a response: not a page, skipped (counted).
+    warc_record(
+        &mut warc,
+        "response",
+        Some("dns:www.docs.example"),
+        &[("Content-Type", "text/dns")],
+        b"20261109000000\nwww.docs.example.\t300\tIN\tA\t192.0.2.10\n",
+    );
     warc_record(
         &mut warc,
         "response",
@@ -685,8 +693,8 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         &[],
         b"no HTTP here",
     );
-    // warcinfo, request + response per page, four revisits, broken
-    let records = 2 * responses + 6;
+    // warcinfo, request + response per page, four revisits, a DNS lookup, broken
+    let records = 2 * responses + 7;
     std::fs::write(dir.join("crawl.warc.gz"), &warc).unwrap();
     std::fs::write(dir.join("events.jsonl"), &events).unwrap();
 
@@ -707,7 +715,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     ]);
     let summary = String::from_utf8(printed.stdout).unwrap();
     assert!(
-        summary.contains(&format!("WARC records: {records}, responses replayed {}, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, other records skipped {}", responses + 1, responses + 1)),
+        summary.contains(&format!("WARC records: {records}, responses replayed {}, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, records of other schemes than http(s) skipped 1, other records skipped {}", responses + 1, responses + 1)),
         "{summary}"
     );
     for kind in OutputKind::ALL {

@@ -453,6 +453,7 @@ pub fn replay_files(
             warc.revisits += c.revisits;
             warc.revisits_of_others += c.revisits_of_others;
             warc.revisits_elsewhere += c.revisits_elsewhere;
+            warc.not_http += c.not_http;
             warc.other += c.other;
         } else {
             let handle = |line: u64, bytes: &[u8]| {
@@ -467,12 +468,13 @@ pub fn replay_files(
     progress.finish();
     let notes = if warc.records > 0 {
         format!(
-            "  WARC records: {}, responses replayed {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, other records skipped {}\n",
+            "  WARC records: {}, responses replayed {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records of other schemes than http(s) skipped {}, other records skipped {}\n",
             warc.records,
             warc.responses,
             warc.revisits,
             warc.revisits_of_others,
             warc.revisits_elsewhere,
+            warc.not_http,
             warc.other
         )
     } else {

@@ -26,8 +26,9 @@
 //!   with status 304, which renews the URL's earlier content as a fetch of the same content
 //!   would.
 //!
-//! Other record types (`warcinfo`, `request`, `metadata`,
-//! `resource`, `conversion`) are skipped; every kind is counted. A `response` record
+//! Other record types (`warcinfo`, `request`, `metadata`, `resource`, `conversion`) are
+//! skipped, as are responses and revisits of other schemes than http(s) (a crawler archives
+//! its DNS lookups as `dns:` responses); every kind is counted. A `response` record
 //! whose HTTP message cannot be parsed is passed on as its raw block, so it reaches the
 //! dead-letter topic (reason `not_json`) with the file and record number as its source,
 //! never silently dropped. A file that is not WARC, or is cut off inside a record, is an error
@@ -54,6 +55,9 @@ pub struct WarcCounts {
     pub revisits_of_others: u64,
     /// `revisit` records of another URL's capture that was not found, skipped.
     pub revisits_elsewhere: u64,
+    /// `response` and `revisit` records of other schemes than http(s), skipped: the DNS
+    /// lookups a crawler archives (`dns:`), FTP, `whois:`.
+    pub not_http: u64,
     /// Other records skipped.
     pub other: u64,
 }
@@ -284,7 +288,12 @@ pub fn for_each_page_counted(
         }
         offset += len;
         counts.records += 1;
-        match get("warc-type").unwrap_or("") {
+        let kind = get("warc-type").unwrap_or("");
+        if matches!(kind, "response" | "revisit") && !is_http(target(get("warc-target-uri"))) {
+            counts.not_http += 1;
+            continue;
+        }
+        match kind {
             "response" => {
                 counts.responses += 1;
                 let url = target(get("warc-target-uri"));
@@ -340,6 +349,12 @@ pub fn for_each_page_counted(
             _ => counts.other += 1,
         }
     }
+}
+
+/// Whether a URI is http:// or https:// (the only pages neardup takes).
+fn is_http(uri: &str) -> bool {
+    let scheme = uri.split_once(':').map_or("", |(s, _)| s);
+    scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
 }
 
 /// A URI header's value, without the angle brackets WARC 1.0 put around it.
