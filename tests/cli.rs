@@ -678,6 +678,24 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         e["body_base64"] = b64.encode(body).into();
         events += &(e.to_string() + "\n");
     }
+    // A page archived as a resource (no HTTP exchange): a 200 fetch of the block.
+    let resource_body = "<html><title>Notes</title><p>A page archived as a resource record, \
+        with its own words in it.</p></html>";
+    warc_record(
+        &mut warc,
+        "resource",
+        Some("http://files.example/notes.html"),
+        &[
+            ("WARC-Date", last_at.as_str()),
+            ("Content-Type", "text/html; charset=utf-8"),
+        ],
+        resource_body.as_bytes(),
+    );
+    events += &(serde_json::json!({"url": "http://files.example/notes.html",
+        "fetched_at": last_at, "status": 200, "content_type": "text/html; charset=utf-8",
+        "body_base64": b64.encode(resource_body)})
+    .to_string()
+        + "\n");
     // A crawler's DNS lookup, archived as a response: not a page, skipped (counted).
     warc_record(
         &mut warc,
@@ -693,8 +711,8 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         &[],
         b"no HTTP here",
     );
-    // warcinfo, request + response per page, four revisits, a DNS lookup, broken
-    let records = 2 * responses + 7;
+    // warcinfo, request + response per page, four revisits, a resource, a DNS lookup, broken
+    let records = 2 * responses + 8;
     std::fs::write(dir.join("crawl.warc.gz"), &warc).unwrap();
     std::fs::write(dir.join("events.jsonl"), &events).unwrap();
 
@@ -715,7 +733,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     ]);
     let summary = String::from_utf8(printed.stdout).unwrap();
     assert!(
-        summary.contains(&format!("WARC records: {records}, responses replayed {}, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, records of other schemes than http(s) skipped 1, other records skipped {}", responses + 1, responses + 1)),
+        summary.contains(&format!("WARC records: {records}, responses replayed {}, resources replayed 1, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, records of other schemes than http(s) skipped 1, other records skipped {}", responses + 1, responses + 1)),
         "{summary}"
     );
     for kind in OutputKind::ALL {

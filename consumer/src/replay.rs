@@ -450,6 +450,7 @@ pub fn replay_files(
             let c = crate::warc::for_each_page_counted(path, read.clone(), &mut captures, handle)?;
             warc.records += c.records;
             warc.responses += c.responses;
+            warc.resources += c.resources;
             warc.revisits += c.revisits;
             warc.revisits_of_others += c.revisits_of_others;
             warc.revisits_elsewhere += c.revisits_elsewhere;
@@ -468,9 +469,10 @@ pub fn replay_files(
     progress.finish();
     let notes = if warc.records > 0 {
         format!(
-            "  WARC records: {}, responses replayed {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records of other schemes than http(s) skipped {}, other records skipped {}\n",
+            "  WARC records: {}, responses replayed {}, resources replayed {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records of other schemes than http(s) skipped {}, other records skipped {}\n",
             warc.records,
             warc.responses,
+            warc.resources,
             warc.revisits,
             warc.revisits_of_others,
             warc.revisits_elsewhere,

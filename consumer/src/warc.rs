@@ -26,8 +26,11 @@
 //!   with status 304, which renews the URL's earlier content as a fetch of the same content
 //!   would.
 //!
-//! Other record types (`warcinfo`, `request`, `metadata`, `resource`, `conversion`) are
-//! skipped, as are responses and revisits of other schemes than http(s) (a crawler archives
+//! A `resource` record of an http(s) URL (a page archived without its HTTP exchange) becomes
+//! a 200 fetch of its block, typed by the record's `Content-Type`.
+//!
+//! Other record types (`warcinfo`, `request`, `metadata`, `conversion`) are skipped, as are
+//! responses, resources and revisits of other schemes than http(s) (a crawler archives
 //! its DNS lookups as `dns:` responses); every kind is counted. A `response` record
 //! whose HTTP message cannot be parsed is passed on as its raw block, so it reaches the
 //! dead-letter topic (reason `not_json`) with the file and record number as its source,
@@ -49,14 +52,17 @@ pub struct WarcCounts {
     pub records: u64,
     /// `response` records passed on.
     pub responses: u64,
+    /// `resource` records of http(s) URLs, passed on as 200 fetches of their block.
+    pub resources: u64,
     /// `revisit` records of the same URL, passed on as 304s.
     pub revisits: u64,
     /// `revisit` records of another URL's capture, passed on with that capture's body.
     pub revisits_of_others: u64,
     /// `revisit` records of another URL's capture that was not found, skipped.
     pub revisits_elsewhere: u64,
-    /// `response` and `revisit` records of other schemes than http(s), skipped: the DNS
-    /// lookups a crawler archives (`dns:`), FTP, `whois:`.
+    /// `response`, `resource` and `revisit` records of other schemes than http(s), skipped:
+    /// the DNS lookups a crawler archives (`dns:`), FTP, `whois:`, a crawler's own log
+    /// (`metadata:`), a tool's `urn:` records.
     pub not_http: u64,
     /// Other records skipped.
     pub other: u64,
@@ -159,18 +165,25 @@ pub enum WarcPage {
     Response(ResponseRecord),
 }
 
-/// A `response` record as read: its URL, date, IP address and HTTP message.
+/// A `response` record as read: its URL, date, IP address and HTTP message; or a `resource`
+/// record, whose block is the page itself, with the record's content type.
 pub struct ResponseRecord {
     url: String,
     date: Option<String>,
     ip: Option<String>,
     block: Arc<Vec<u8>>,
+    /// `Some(content type)` for a `resource` record (the type may be unknown).
+    resource: Option<Option<String>>,
 }
 
 impl ResponseRecord {
     /// Its page event, or its HTTP message as it is when that does not parse, which makes it a
     /// dead letter (`not_json`) with the record's source.
     pub fn into_event(self) -> Vec<u8> {
+        let (date, ip) = (self.date.as_deref(), self.ip.as_deref());
+        if let Some(ct) = &self.resource {
+            return page_event(&self.url, date, ip, 200, ct.as_deref(), Some(&self.block));
+        }
         match response(&self.block, true) {
             Some(r) => page_event(
                 &self.url,
@@ -289,7 +302,8 @@ pub fn for_each_page_counted(
         offset += len;
         counts.records += 1;
         let kind = get("warc-type").unwrap_or("");
-        if matches!(kind, "response" | "revisit") && !is_http(target(get("warc-target-uri"))) {
+        let page_kind = matches!(kind, "response" | "resource" | "revisit");
+        if page_kind && !is_http(target(get("warc-target-uri"))) {
             counts.not_http += 1;
             continue;
         }
@@ -311,6 +325,19 @@ pub fn for_each_page_counted(
                     date: get("warc-date").map(str::to_owned),
                     ip: get("warc-ip-address").map(str::to_owned),
                     block,
+                    resource: None,
+                };
+                f(counts.records, WarcPage::Response(record));
+            }
+            "resource" => {
+                // A page archived without its HTTP exchange (a file, a tool's own capture).
+                counts.resources += 1;
+                let record = ResponseRecord {
+                    url: target(get("warc-target-uri")).to_owned(),
+                    date: get("warc-date").map(str::to_owned),
+                    ip: get("warc-ip-address").map(str::to_owned),
+                    block: Arc::new(block),
+                    resource: Some(get("content-type").map(str::to_owned)),
                 };
                 f(counts.records, WarcPage::Response(record));
             }
