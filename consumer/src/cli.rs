@@ -412,10 +412,11 @@ pub struct ReplayArgs {
     /// Output directory: one `<kind>.jsonl` per output topic.
     #[arg(long)]
     pub out: PathBuf,
-    /// WARC inputs: memory for the bodies of the `response` records read, so that a `revisit`
+    /// WARC inputs: memory for the `response` records read (as archived), so that a `revisit`
     /// record of another URL's capture (an archive deduplicated across URLs) replays as a fetch
-    /// of that body; a revisit whose capture is no longer held is skipped and counted. 0 keeps
-    /// none. Accepts a unit: `256MiB`, `1GiB`.
+    /// of that capture's body; a revisit whose capture is no longer held is skipped and
+    /// counted. The least recently used go first; 0 keeps none. Accepts a unit: `256MiB`,
+    /// `1GiB`.
     #[arg(long, default_value = "256MiB", value_parser = parse_size, env = "NEARDUP_REVISIT_CACHE")]
     pub revisit_cache: usize,
     /// Topology parameters.
