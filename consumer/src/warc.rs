@@ -101,7 +101,7 @@ impl Capture {
 }
 
 impl Captures {
-    /// Keeps at most `budget` bytes of bodies and keys; 0 keeps none (a revisit of another
+    /// Keeps at most `budget` bytes of records and keys; 0 keeps none (a revisit of another
     /// URL is then always skipped).
     pub fn new(budget: usize) -> Self {
         Captures {
