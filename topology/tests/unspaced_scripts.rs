@@ -1,10 +1,8 @@
 //! Chinese and Japanese (and Thai, Lao, Khmer, Myanmar) are written without spaces between
 //! words, so every character is a term (the tokenizer's `is_unspaced`): a page and its copy
 //! with one character (word) in 80 changed pair as near duplicates, as an English page with one
-//! word in 80 changed does. As runs of
-//! letters, each clause would be one term, one changed character would change it, and such a
-//! copy would share almost no shingle with its original.
-
+//! word in 80 changed does. As runs of letters, each clause would be one term, one changed
+//! character would change it, and such a copy would share almost no shingle with its original.
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{Config, Topology};
 use serde_json::{json, Value};
