@@ -2,10 +2,10 @@
 //! images, entities, script, style, comments and `pre`; a Latin-1 `body_base64` page; a second
 //! fetch of the first page with changed text; a page in Japanese and Chinese; one in Thai with
 //! Khmer, Lao and Myanmar) must give exactly the checked-in events
-//! (`tests/golden/signatures.jsonl`). Any change to any signature, hash,
-//! seed or parameter fingerprint fails here: make it deliberately, bump what it versions
-//! (`TOKENIZER_VERSION`, an `ALGORITHM_VERSION`, the params prefix) and regenerate the file
-//! with `NEARDUP_BLESS=1 cargo test -p neardup-topology --test golden_signatures`.
+//! (`tests/golden/signatures.jsonl`). Any change to any signature, hash, seed or parameter
+//! fingerprint fails here: make it deliberately, bump what it versions (`TOKENIZER_VERSION`,
+//! an `ALGORITHM_VERSION`, the params prefix) and regenerate the file with
+//! `NEARDUP_BLESS=1 cargo test -p neardup-topology --test golden_signatures`.
 
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{Config, Topology};

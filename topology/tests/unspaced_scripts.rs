@@ -3,6 +3,7 @@
 //! with one character (word) in 80 changed pair as near duplicates, as an English page with one
 //! word in 80 changed does. As runs of letters, each clause would be one term, one changed
 //! character would change it, and such a copy would share almost no shingle with its original.
+
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::{Config, Topology};
 use serde_json::{json, Value};
