@@ -733,7 +733,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     ]);
     let summary = String::from_utf8(printed.stdout).unwrap();
     assert!(
-        summary.contains(&format!("WARC records: {records}, responses replayed {}, resources replayed 1, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, records of other schemes than http(s) skipped 1, other records skipped {}", responses + 1, responses + 1)),
+        summary.contains(&format!("WARC records: {records}, responses replayed {}, resources replayed 1, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, records too large to hold (dead letters) 0, records of other schemes than http(s) skipped 1, other records skipped {}", responses + 1, responses + 1)),
         "{summary}"
     );
     for kind in OutputKind::ALL {
@@ -787,6 +787,78 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cut.warc.gz") && err.contains("byte"), "{err}");
+}
+
+#[test]
+fn a_warc_record_too_large_for_any_page_is_a_dead_letter_and_not_held() {
+    let dir = Scratch::new("warc-large");
+    let mut warc = vec![];
+    let page = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>a small page of words</p>";
+    let date = [("WARC-Date", "2026-11-09T00:00:00Z")];
+    warc_record(
+        &mut warc,
+        "response",
+        Some("http://a.example/"),
+        &date,
+        page,
+    );
+    // 3 MiB of video under a 1 MiB body limit: read past, its start kept for the dead letter.
+    let mut video = b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\n\r\n".to_vec();
+    video.resize(3 << 20, 7);
+    warc_record(
+        &mut warc,
+        "response",
+        Some("http://a.example/v.mp4"),
+        &date,
+        &video,
+    );
+    warc_record(
+        &mut warc,
+        "response",
+        Some("http://b.example/"),
+        &date,
+        page,
+    );
+    std::fs::write(dir.join("crawl.warc.gz"), &warc).unwrap();
+    let out = dir.join("out");
+    let printed = neardup(&[
+        "replay",
+        "--input",
+        dir.join("crawl.warc.gz").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--max-body-bytes",
+        "1MiB",
+    ]);
+    let summary = String::from_utf8(printed.stdout).unwrap();
+    assert!(
+        summary.contains("responses replayed 2,")
+            && summary.contains("records too large to hold (dead letters) 1,"),
+        "{summary}"
+    );
+    let dead = lines(&out, OutputKind::DeadLetter);
+    assert_eq!(dead.len(), 1);
+    let d: DeadLetterEvent = serde_json::from_slice(&dead[0]).unwrap();
+    assert_eq!(d.reason, neardup_schemas::DeadLetterReason::BodyTooLarge);
+    assert_eq!(
+        d.source,
+        Source::File {
+            file: dir.join("crawl.warc.gz").display().to_string(),
+            line: 2
+        }
+    );
+    // The records around it are pages, and exact copies of each other.
+    assert_eq!(lines(&out, OutputKind::Signatures).len(), 2);
+    let pairs = lines(&out, OutputKind::Pairs);
+    for p in &pairs {
+        eprintln!("PAIR {}", String::from_utf8_lossy(p));
+    }
+    assert_eq!(pairs.len(), 1);
+    let p: PairEvent = serde_json::from_slice(&pairs[0]).unwrap();
+    assert_eq!(
+        (p.a.as_str(), p.b.as_str()),
+        ("http://a.example/", "http://b.example/")
+    );
 }
 
 /// Asserts that a `neardup` run exited 0, showing its stderr when it did not.

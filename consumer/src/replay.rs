@@ -15,7 +15,7 @@
 use crate::buffers::Buffers;
 use crate::workers::take_jobs;
 use anyhow::{Context, Result};
-use neardup_schemas::{OutputKind, Source};
+use neardup_schemas::{DeadLetterReason, OutputKind, Source};
 use neardup_topology::sign_cache::SignCache;
 use neardup_topology::{Emit, Prepared, Preparer, Topology};
 use std::collections::{BTreeMap, VecDeque};
@@ -210,6 +210,8 @@ enum Input {
     Raw(Vec<u8>),
     /// A WARC `response` record, made into its page event by the preparing thread.
     Warc(crate::warc::ResponseRecord),
+    /// The start of a WARC record too large to hold, and its length: a dead letter.
+    TooLarge(Vec<u8>, u64),
 }
 
 /// One replay in progress: the topology and the output files.
@@ -255,16 +257,30 @@ impl Replayer {
         let threads = (0..cores)
             .map(|i| {
                 let mut preparer = Preparer::with_cache(&cfg, Arc::clone(&sign_cache));
+                let max_body = cfg.decode.max_body_bytes;
                 let rx = Arc::clone(&rx);
                 std::thread::Builder::new()
                     .name(format!("neardup-prepare-{i}"))
                     .spawn(move || {
                         take_jobs(&rx, |(input, reply): Job| {
-                            let raw = match input {
-                                Input::Raw(raw) => raw,
-                                Input::Warc(record) => record.into_event(),
+                            let (raw, prepared) = match input {
+                                Input::Raw(raw) => {
+                                    let prepared = preparer.prepare(&raw);
+                                    (raw, prepared)
+                                }
+                                Input::Warc(record) => {
+                                    let raw = record.into_event();
+                                    let prepared = preparer.prepare(&raw);
+                                    (raw, prepared)
+                                }
+                                Input::TooLarge(start, len) => {
+                                    let detail = format!(
+                                        "WARC record block is {len} bytes, over the limit for a {max_body}-byte body (raise --max-body-bytes to accept it); the payload is its start"
+                                    );
+                                    let reason = DeadLetterReason::BodyTooLarge;
+                                    (start, Prepared::rejected(reason, detail))
+                                }
                             };
-                            let prepared = preparer.prepare(&raw);
                             // A replay that stopped early no longer waits: nothing to do then.
                             let _ = reply.send((raw, prepared));
                         })
@@ -301,6 +317,9 @@ impl Replayer {
         match page {
             crate::warc::WarcPage::Event(event) => self.hand_out(Input::Raw(event), src),
             crate::warc::WarcPage::Response(r) => self.hand_out(Input::Warc(r), src),
+            crate::warc::WarcPage::TooLarge { start, len } => {
+                self.hand_out(Input::TooLarge(start, len), src)
+            }
         }
     }
 
@@ -422,6 +441,9 @@ pub fn replay_files(
     for path in inputs {
         File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
     }
+    // A WARC block over this is not held: no page in it can be accepted (room for the HTTP
+    // header, chunk framing).
+    let max_block = cfg.decode.max_body_bytes as u64 + (64 << 10);
     let mut r = Replayer::new(out_dir, cfg, sign_cache)?;
     let total: u64 = inputs
         .iter()
@@ -447,13 +469,20 @@ pub fn replay_files(
                 r.record_warc(page, &src(line));
                 progress_of(&r);
             };
-            let c = crate::warc::for_each_page_counted(path, read.clone(), &mut captures, handle)?;
+            let c = crate::warc::for_each_page_counted(
+                path,
+                read.clone(),
+                &mut captures,
+                max_block,
+                handle,
+            )?;
             warc.records += c.records;
             warc.responses += c.responses;
             warc.resources += c.resources;
             warc.revisits += c.revisits;
             warc.revisits_of_others += c.revisits_of_others;
             warc.revisits_elsewhere += c.revisits_elsewhere;
+            warc.too_large += c.too_large;
             warc.not_http += c.not_http;
             warc.other += c.other;
         } else {
@@ -469,13 +498,14 @@ pub fn replay_files(
     progress.finish();
     let notes = if warc.records > 0 {
         format!(
-            "  WARC records: {}, responses replayed {}, resources replayed {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records of other schemes than http(s) skipped {}, other records skipped {}\n",
+            "  WARC records: {}, responses replayed {}, resources replayed {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records too large to hold (dead letters) {}, records of other schemes than http(s) skipped {}, other records skipped {}\n",
             warc.records,
             warc.responses,
             warc.resources,
             warc.revisits,
             warc.revisits_of_others,
             warc.revisits_elsewhere,
+            warc.too_large,
             warc.not_http,
             warc.other
         )

@@ -34,7 +34,9 @@
 //! its DNS lookups as `dns:` responses); every kind is counted. A `response` record
 //! whose HTTP message cannot be parsed is passed on as its raw block, so it reaches the
 //! dead-letter topic (reason `not_json`) with the file and record number as its source,
-//! never silently dropped. A file that is not WARC, or is cut off inside a record, is an error
+//! never silently dropped. So is a page record larger than any page neardup accepts (a
+//! video), as a `body_too_large` dead letter, without being held in memory: only its start is
+//! kept, for the payload. A file that is not WARC, or is cut off inside a record, is an error
 //! naming the file and the byte offset (of the uncompressed stream).
 //!
 //! Files may be gzip-compressed per record (`.warc.gz`, the usual form) or as a whole.
@@ -60,6 +62,9 @@ pub struct WarcCounts {
     pub revisits_of_others: u64,
     /// `revisit` records of another URL's capture that was not found, skipped.
     pub revisits_elsewhere: u64,
+    /// `response`, `resource` and `revisit` records of http(s) URLs too large to hold, passed
+    /// on as dead letters (`body_too_large`).
+    pub too_large: u64,
     /// `response`, `resource` and `revisit` records of other schemes than http(s), skipped:
     /// the DNS lookups a crawler archives (`dns:`), FTP, `whois:`, a crawler's own log
     /// (`metadata:`), a tool's `urn:` records.
@@ -163,7 +168,19 @@ pub enum WarcPage {
     /// A `response` record, whose page event [`ResponseRecord::into_event`] makes: its HTTP
     /// message is parsed and its body decoded there, on whichever thread calls it.
     Response(ResponseRecord),
+    /// A page record whose block is `len` bytes, larger than any page neardup accepts: `start`
+    /// holds its first bytes, for the dead letter (`body_too_large`) it makes.
+    TooLarge {
+        /// The block's first bytes.
+        start: Vec<u8>,
+        /// The block's length.
+        len: u64,
+    },
 }
+
+/// How much of a block too large to hold is kept for its dead letter (whose payload is cut
+/// to 64 KiB anyway).
+const TOO_LARGE_KEPT: u64 = 64 << 10;
 
 /// A `response` record as read: its URL, date, IP address and HTTP message; or a `resource`
 /// record, whose block is the page itself, with the record's content type.
@@ -212,14 +229,16 @@ pub fn is_warc(path: &Path) -> Result<bool> {
     Ok(&head[..n] == b"WARC/")
 }
 
-/// Calls `f(record_number, page)` for every `response` record of `path` and every `revisit`
-/// passed on (record numbers count every record, from 1), counting the bytes read from the
-/// file in `read`; finds the captures that revisits refer to in `captures`, and keeps this
-/// file's there.
+/// Calls `f(record_number, page)` for every `response` and `resource` record of `path` and
+/// every `revisit` passed on (record numbers count every record, from 1), counting the bytes
+/// read from the file in `read`; finds the captures that revisits refer to in `captures`, and
+/// keeps this file's there. A record whose block is over `max_block` bytes is not held in
+/// memory: a page record of that size is passed on as [`WarcPage::TooLarge`].
 pub fn for_each_page_counted(
     path: &Path,
     read: Arc<std::sync::atomic::AtomicU64>,
     captures: &mut Captures,
+    max_block: u64,
     mut f: impl FnMut(u64, WarcPage),
 ) -> Result<WarcCounts> {
     let mut r = crate::replay::open_counted(path, read)?;
@@ -287,13 +306,20 @@ pub fn for_each_page_counted(
                     at(offset)
                 )
             })?;
-        let mut block = Vec::with_capacity(len.min(1 << 26) as usize);
-        let got = r
+        // A block larger than any page neardup accepts (a video, an ISO image) is not held:
+        // its start is kept for the dead letter, the rest read past.
+        let keep = if len > max_block { TOO_LARGE_KEPT } else { len };
+        let mut block = Vec::with_capacity(keep.min(1 << 26) as usize);
+        let mut got = r
             .by_ref()
-            .take(len)
+            .take(keep)
             .read_to_end(&mut block)
-            .with_context(|| at(offset))?;
-        if (got as u64) < len {
+            .with_context(|| at(offset))? as u64;
+        if keep < len {
+            got += std::io::copy(&mut r.by_ref().take(len - keep), &mut std::io::sink())
+                .with_context(|| at(offset))?;
+        }
+        if got < len {
             bail!(
                 "{}: the WARC record starting at byte {start} is cut off ({got} of {len} bytes)",
                 at(offset)
@@ -305,6 +331,15 @@ pub fn for_each_page_counted(
         let page_kind = matches!(kind, "response" | "resource" | "revisit");
         if page_kind && !is_http(target(get("warc-target-uri"))) {
             counts.not_http += 1;
+            continue;
+        }
+        if keep < len {
+            if page_kind {
+                counts.too_large += 1;
+                f(counts.records, WarcPage::TooLarge { start: block, len });
+            } else {
+                counts.other += 1;
+            }
             continue;
         }
         match kind {

@@ -44,7 +44,7 @@ pub struct DecodeError {
 }
 
 impl DecodeError {
-    fn new(reason: DeadLetterReason, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(reason: DeadLetterReason, detail: impl Into<String>) -> Self {
         DecodeError {
             reason,
             detail: detail.into(),

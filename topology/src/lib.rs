@@ -1341,6 +1341,15 @@ impl Topology {
 /// A record decoded and signed, ready for [`Topology::apply`].
 pub struct Prepared(Result<Box<PreparedPage>, DecodeError>);
 
+impl Prepared {
+    /// A record refused before it could be prepared, for a reason the reader found (a WARC
+    /// record too large to hold, of which the reader kept only the start): applied, it is a
+    /// dead letter with `reason` and `detail`, its payload the bytes given to `apply`.
+    pub fn rejected(reason: DeadLetterReason, detail: impl Into<String>) -> Prepared {
+        Prepared(Err(DecodeError::new(reason, detail)))
+    }
+}
+
 /// A decoded page with its signatures.
 struct PreparedPage {
     page: PageEvent,
