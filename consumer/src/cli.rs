@@ -388,8 +388,9 @@ pub struct ReplayArgs {
     /// A TOML configuration file: its `[topology]` applies (see `neardup run --config`).
     #[arg(long, env = "NEARDUP_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Input files: JSON lines of page events, or WARC archives (their `response` records),
-    /// either optionally gzip-compressed; told apart by their first bytes.
+    /// Input files: JSON lines of page events, or WARC archives (their `response` and
+    /// `resource` records, and their `revisit` records as the fetches they stand for), either
+    /// optionally gzip-compressed; told apart by their first bytes.
     #[arg(long, num_args = 1.., required_unless_present = "topic", conflicts_with = "topic")]
     pub input: Vec<PathBuf>,
     /// Replay a Kafka topic instead of files (needs --brokers).

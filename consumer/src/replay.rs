@@ -208,7 +208,8 @@ type Job = (Input, mpsc::SyncSender<Answer>);
 enum Input {
     /// A record's bytes (a line, a Kafka record, a WARC revisit's page event).
     Raw(Vec<u8>),
-    /// A WARC `response` record, made into its page event by the preparing thread.
+    /// A WARC `response` or `resource` record, made into its page event by the preparing
+    /// thread.
     Warc(crate::warc::ResponseRecord),
     /// The start of a WARC record too large to hold, and its length: a dead letter.
     TooLarge(Vec<u8>, u64),

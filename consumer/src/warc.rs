@@ -165,8 +165,9 @@ impl Captures {
 pub enum WarcPage {
     /// A page event (of a `revisit` record).
     Event(Vec<u8>),
-    /// A `response` record, whose page event [`ResponseRecord::into_event`] makes: its HTTP
-    /// message is parsed and its body decoded there, on whichever thread calls it.
+    /// A `response` or `resource` record, whose page event [`ResponseRecord::into_event`]
+    /// makes: its HTTP message is parsed and its body decoded there, on whichever thread calls
+    /// it.
     Response(ResponseRecord),
     /// A page record whose block is `len` bytes, larger than any page neardup accepts: `start`
     /// holds its first bytes, for the dead letter (`body_too_large`) it makes.
