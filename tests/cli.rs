@@ -760,6 +760,14 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
             }
         }
     }
+    // report.json says what the archive held.
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(from_warc.join("report.json")).unwrap()).unwrap();
+    let warc_counts = &report["source"]["warc"];
+    assert_eq!(warc_counts["records"], records);
+    assert_eq!(warc_counts["revisits_of_others"], 2);
+    assert_eq!(warc_counts["resources"], 1);
+    assert_eq!(warc_counts["not_http"], 1);
     // The unparseable response is a dead letter naming its record, not lost.
     let dead = lines(&from_warc, OutputKind::DeadLetter);
     assert_eq!(dead.len(), 1);

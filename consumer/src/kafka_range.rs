@@ -251,7 +251,7 @@ pub fn replay_kafka(
         parts.join(" ")
     );
     let name = format!("kafka://{}/{}", range.brokers, range.topic);
-    r.end(&[name], &notes)
+    r.end(&[name], &notes, None)
 }
 
 #[cfg(test)]

@@ -373,9 +373,16 @@ impl Replayer {
         }
     }
 
-    /// Ends the input: closes the last epoch and round, writes the state files and the report,
-    /// and renders the summary (with `notes` appended).
-    pub fn end(mut self, inputs: &[String], notes: &str) -> Result<ReplayReport> {
+    /// Ends the input: closes the last epoch and round, writes the state files and the report
+    /// (with `source`, what the inputs held beyond their records, e.g. a WARC archive's record
+    /// counts, under `"source"` in `report.json`), and renders the summary (with `notes`
+    /// appended).
+    pub fn end(
+        mut self,
+        inputs: &[String],
+        notes: &str,
+        source: Option<serde_json::Value>,
+    ) -> Result<ReplayReport> {
         self.flush();
         self.check()?;
         let (topo, out_dir) = (&mut self.topo, &self.out_dir);
@@ -394,7 +401,10 @@ impl Replayer {
             &out_dir.join("evolution.json"),
             serde_json::to_string_pretty(&evolution)? + "\n",
         )?;
-        let doc = crate::report::json(topo, &rounds, inputs);
+        let mut doc = crate::report::json(topo, &rounds, inputs);
+        if let Some(source) = source {
+            doc["source"] = source;
+        }
         write_file(
             &out_dir.join("report.json"),
             serde_json::to_string_pretty(&doc)? + "\n",
@@ -514,7 +524,8 @@ pub fn replay_files(
         String::new()
     };
     let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-    r.end(&names, &notes)
+    let source = (warc.records > 0).then(|| serde_json::json!({ "warc": warc }));
+    r.end(&names, &notes, source)
 }
 
 fn write_file(path: &Path, text: String) -> Result<()> {

@@ -48,7 +48,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// What a WARC file held.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WarcCounts {
     /// Records of every type.
     pub records: u64,
