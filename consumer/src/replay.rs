@@ -13,6 +13,7 @@
 //! `OUT/report.html` with `OUT/report.json` (see [`crate::report`]).
 
 use crate::buffers::Buffers;
+use crate::warc::WarcPage;
 use crate::workers::take_jobs;
 use anyhow::{Context, Result};
 use neardup_schemas::{DeadLetterReason, OutputKind, Source};
@@ -208,11 +209,9 @@ type Job = (Input, mpsc::SyncSender<Answer>);
 enum Input {
     /// A record's bytes (a line, a Kafka record, a WARC revisit's page event).
     Raw(Vec<u8>),
-    /// A WARC `response` or `resource` record, made into its page event by the preparing
-    /// thread.
-    Warc(crate::warc::ResponseRecord),
-    /// The start of a WARC record too large to hold, and its length: a dead letter.
-    TooLarge(Vec<u8>, u64),
+    /// A WARC record: a page event, a `response` or `resource` record made into its page event
+    /// by the preparing thread, or the start of a record too large to hold (a dead letter).
+    Warc(WarcPage),
 }
 
 /// One replay in progress: the topology and the output files.
@@ -264,24 +263,19 @@ impl Replayer {
                     .name(format!("neardup-prepare-{i}"))
                     .spawn(move || {
                         take_jobs(&rx, |(input, reply): Job| {
-                            let (raw, prepared) = match input {
-                                Input::Raw(raw) => {
-                                    let prepared = preparer.prepare(&raw);
-                                    (raw, prepared)
-                                }
-                                Input::Warc(record) => {
-                                    let raw = record.into_event();
-                                    let prepared = preparer.prepare(&raw);
-                                    (raw, prepared)
-                                }
-                                Input::TooLarge(start, len) => {
+                            let raw = match input {
+                                Input::Raw(raw) | Input::Warc(WarcPage::Event(raw)) => raw,
+                                Input::Warc(WarcPage::Response(record)) => record.into_event(),
+                                Input::Warc(WarcPage::TooLarge { start, len }) => {
                                     let detail = format!(
                                         "WARC record block is {len} bytes, over the limit for a {max_body}-byte body (raise --max-body-bytes to accept it); the payload is its start"
                                     );
                                     let reason = DeadLetterReason::BodyTooLarge;
-                                    (start, Prepared::rejected(reason, detail))
+                                    let _ = reply.send((start, Prepared::rejected(reason, detail)));
+                                    return;
                                 }
                             };
+                            let prepared = preparer.prepare(&raw);
                             // A replay that stopped early no longer waits: nothing to do then.
                             let _ = reply.send((raw, prepared));
                         })
@@ -314,14 +308,8 @@ impl Replayer {
     }
 
     /// [`Self::record`] for a WARC record.
-    pub fn record_warc(&mut self, page: crate::warc::WarcPage, src: &Source) {
-        match page {
-            crate::warc::WarcPage::Event(event) => self.hand_out(Input::Raw(event), src),
-            crate::warc::WarcPage::Response(r) => self.hand_out(Input::Warc(r), src),
-            crate::warc::WarcPage::TooLarge { start, len } => {
-                self.hand_out(Input::TooLarge(start, len), src)
-            }
-        }
+    pub fn record_warc(&mut self, page: WarcPage, src: &Source) {
+        self.hand_out(Input::Warc(page), src);
     }
 
     fn hand_out(&mut self, input: Input, src: &Source) {
@@ -476,26 +464,18 @@ pub fn replay_files(
             }
         };
         if crate::warc::is_warc(path)? {
-            let handle = |line: u64, page: crate::warc::WarcPage| {
+            let handle = |line: u64, page: WarcPage| {
                 r.record_warc(page, &src(line));
                 progress_of(&r);
             };
-            let c = crate::warc::for_each_page_counted(
+            crate::warc::for_each_page_counted(
                 path,
                 read.clone(),
                 &mut captures,
                 max_block,
+                &mut warc,
                 handle,
             )?;
-            warc.records += c.records;
-            warc.responses += c.responses;
-            warc.resources += c.resources;
-            warc.revisits += c.revisits;
-            warc.revisits_of_others += c.revisits_of_others;
-            warc.revisits_elsewhere += c.revisits_elsewhere;
-            warc.too_large += c.too_large;
-            warc.not_http += c.not_http;
-            warc.other += c.other;
         } else {
             let handle = |line: u64, bytes: &[u8]| {
                 r.record(bytes, &src(line));

@@ -99,7 +99,8 @@ fn entry_bytes(key: &str) -> usize {
 }
 
 impl Capture {
-    /// Its heap and `Arc` bytes.
+    /// Its bytes: itself in its `Arc` (16 bytes of counts), its URL, and its record in the
+    /// record's own `Arc` and `Vec` (16 + 24 bytes).
     fn bytes(&self) -> usize {
         std::mem::size_of::<Self>() + 16 + self.url.len() + 40 + self.block.len()
     }
@@ -116,7 +117,9 @@ impl Captures {
         }
     }
 
-    fn keep(&mut self, digest: Option<&str>, id: Option<&str>, capture: Capture) {
+    /// Keeps the `response` record of `url`, `block`, under its payload digest and record ID
+    /// (when it has neither, or it is larger than the whole budget, it is not kept).
+    fn keep(&mut self, digest: Option<&str>, id: Option<&str>, url: &str, block: &Arc<Vec<u8>>) {
         let keys: Vec<Box<str>> = [
             digest.map(|d| format!("d {d}")),
             id.map(|i| format!("i {i}")),
@@ -125,6 +128,10 @@ impl Captures {
         .flatten()
         .map(String::into_boxed_str)
         .collect();
+        let capture = Capture {
+            url: url.into(),
+            block: Arc::clone(block),
+        };
         let cost = capture.bytes() + keys.iter().map(|k| entry_bytes(k)).sum::<usize>();
         if keys.is_empty() || cost > self.budget {
             return;
@@ -203,14 +210,10 @@ impl ResponseRecord {
             return page_event(&self.url, date, ip, 200, ct.as_deref(), Some(&self.block));
         }
         match response(&self.block, true) {
-            Some(r) => page_event(
-                &self.url,
-                self.date.as_deref(),
-                self.ip.as_deref(),
-                r.status,
-                r.content_type.as_deref(),
-                r.body.as_deref(),
-            ),
+            Some(r) => {
+                let (ct, body) = (r.content_type.as_deref(), r.body.as_deref());
+                page_event(&self.url, date, ip, r.status, ct, body)
+            }
             None => Arc::unwrap_or_clone(self.block),
         }
     }
@@ -231,19 +234,21 @@ pub fn is_warc(path: &Path) -> Result<bool> {
 }
 
 /// Calls `f(record_number, page)` for every `response` and `resource` record of `path` and
-/// every `revisit` passed on (record numbers count every record, from 1), counting the bytes
-/// read from the file in `read`; finds the captures that revisits refer to in `captures`, and
-/// keeps this file's there. A record whose block is over `max_block` bytes is not held in
-/// memory: a page record of that size is passed on as [`WarcPage::TooLarge`].
+/// every `revisit` passed on (record numbers count every record of the file, from 1), adding
+/// what the file holds to `counts` and the bytes read from it to `read`; finds the captures
+/// that revisits refer to in `captures`, and keeps this file's there. A record whose block is
+/// over `max_block` bytes is not held in memory: a page record of that size is passed on as
+/// [`WarcPage::TooLarge`].
 pub fn for_each_page_counted(
     path: &Path,
     read: Arc<std::sync::atomic::AtomicU64>,
     captures: &mut Captures,
     max_block: u64,
+    counts: &mut WarcCounts,
     mut f: impl FnMut(u64, WarcPage),
-) -> Result<WarcCounts> {
+) -> Result<()> {
     let mut r = crate::replay::open_counted(path, read)?;
-    let mut counts = WarcCounts::default();
+    let mut number = 0u64;
     let mut offset = 0u64;
     let mut line = Vec::new();
     let at = |offset: u64| format!("{} at byte {offset}", path.display());
@@ -252,7 +257,7 @@ pub fn for_each_page_counted(
         line.clear();
         let n = r.read_until(b'\n', &mut line).with_context(|| at(offset))?;
         if n == 0 {
-            return Ok(counts);
+            return Ok(());
         }
         offset += n as u64;
         if trim_eol(&line).is_empty() {
@@ -328,76 +333,65 @@ pub fn for_each_page_counted(
         }
         offset += len;
         counts.records += 1;
+        number += 1;
         let kind = get("warc-type").unwrap_or("");
+        let uri = target(get("warc-target-uri"));
+        let (date, ip) = (get("warc-date"), get("warc-ip-address"));
         let page_kind = matches!(kind, "response" | "resource" | "revisit");
-        if page_kind && !is_http(target(get("warc-target-uri"))) {
+        if page_kind && !is_http(uri) {
             counts.not_http += 1;
             continue;
         }
         if keep < len {
             if page_kind {
                 counts.too_large += 1;
-                f(counts.records, WarcPage::TooLarge { start: block, len });
+                f(number, WarcPage::TooLarge { start: block, len });
             } else {
                 counts.other += 1;
             }
             continue;
         }
         match kind {
-            "response" => {
-                counts.responses += 1;
-                let url = target(get("warc-target-uri"));
+            "response" | "resource" => {
                 let block = Arc::new(block);
-                if captures.budget > 0 {
-                    let capture = Capture {
-                        url: url.into(),
-                        block: Arc::clone(&block),
-                    };
+                // A resource is a page archived without its HTTP exchange (a file, a tool's
+                // own capture), typed by the record.
+                let resource = (kind == "resource").then(|| get("content-type").map(str::to_owned));
+                if resource.is_some() {
+                    counts.resources += 1;
+                } else {
+                    counts.responses += 1;
                     let (digest, id) = (get("warc-payload-digest"), get("warc-record-id"));
-                    captures.keep(digest, id, capture);
+                    captures.keep(digest, id, uri, &block);
                 }
                 let record = ResponseRecord {
-                    url: url.to_owned(),
-                    date: get("warc-date").map(str::to_owned),
-                    ip: get("warc-ip-address").map(str::to_owned),
+                    url: uri.to_owned(),
+                    date: date.map(str::to_owned),
+                    ip: ip.map(str::to_owned),
                     block,
-                    resource: None,
+                    resource,
                 };
-                f(counts.records, WarcPage::Response(record));
-            }
-            "resource" => {
-                // A page archived without its HTTP exchange (a file, a tool's own capture).
-                counts.resources += 1;
-                let record = ResponseRecord {
-                    url: target(get("warc-target-uri")).to_owned(),
-                    date: get("warc-date").map(str::to_owned),
-                    ip: get("warc-ip-address").map(str::to_owned),
-                    block: Arc::new(block),
-                    resource: Some(get("content-type").map(str::to_owned)),
-                };
-                f(counts.records, WarcPage::Response(record));
+                f(number, WarcPage::Response(record));
             }
             "revisit" => {
-                let uri = target(get("warc-target-uri"));
-                let (date, ip) = (get("warc-date"), get("warc-ip-address"));
                 let found = captures.find(get("warc-payload-digest"), get("warc-refers-to"));
                 let refers_to = get("warc-refers-to-target-uri").map(|u| target(Some(u)));
                 // Another URL's capture, with a body to fetch.
-                let elsewhere = found
+                let original = found
                     .filter(|c| *c.url != *uri)
-                    .and_then(|c| Some((response(&c.block, true)?, c)))
-                    .filter(|(r, _)| r.body.is_some());
-                match elsewhere {
-                    Some((capture, _)) => {
+                    .and_then(|c| response(&c.block, true))
+                    .filter(|r| r.body.is_some());
+                match original {
+                    Some(original) => {
                         // A fetch of that capture's content at this URL.
                         counts.revisits_of_others += 1;
                         let own =
                             response(&block, false).filter(|r| (200..300).contains(&r.status));
                         let status = own.as_ref().map_or(200, |r| r.status);
                         let ct = own.as_ref().and_then(|r| r.content_type.as_deref());
-                        let ct = ct.or(capture.content_type.as_deref());
-                        let event = page_event(uri, date, ip, status, ct, capture.body.as_deref());
-                        f(counts.records, WarcPage::Event(event));
+                        let ct = ct.or(original.content_type.as_deref());
+                        let event = page_event(uri, date, ip, status, ct, original.body.as_deref());
+                        f(number, WarcPage::Event(event));
                     }
                     None if refers_to.is_some_and(|other| other != uri) => {
                         counts.revisits_elsewhere += 1
@@ -405,7 +399,7 @@ pub fn for_each_page_counted(
                     None => {
                         counts.revisits += 1;
                         let event = page_event(uri, date, ip, 304, None, None);
-                        f(counts.records, WarcPage::Event(event));
+                        f(number, WarcPage::Event(event));
                     }
                 }
             }
@@ -584,20 +578,28 @@ mod tests {
         n
     }
 
+    /// [`Captures::keep`] of a `(url, block)`.
+    fn put(c: &mut Captures, d: Option<&str>, id: Option<&str>, (url, b): (&str, Arc<Vec<u8>>)) {
+        c.keep(d, id, url, &b);
+    }
+
     #[test]
     fn captures_are_found_by_digest_or_record_id_within_their_budget() {
-        let capture = |url: &str, len: usize| Capture {
-            url: url.into(),
-            block: Arc::new(vec![b'x'; len]),
-        };
+        let capture = |url: &'static str, len: usize| (url, Arc::new(vec![b'x'; len]));
         let mut c = Captures::new(1100);
-        c.keep(
+        put(
+            &mut c,
             Some("sha1:A"),
             Some("<urn:uuid:1>"),
             capture("http://a/", 300),
         );
-        c.keep(None, Some("<urn:uuid:2>"), capture("http://b/", 300));
-        c.keep(None, None, capture("http://c/", 10)); // nothing to find it by
+        put(
+            &mut c,
+            None,
+            Some("<urn:uuid:2>"),
+            capture("http://b/", 300),
+        );
+        put(&mut c, None, None, capture("http://c/", 10)); // nothing to find it by
         assert_eq!(c.bytes, recount(&c));
         assert_eq!(c.entries.len(), 3);
         let url = |f: Option<Arc<Capture>>| f.map(|c| c.url.to_string());
@@ -616,7 +618,7 @@ mod tests {
         assert!(c.find(Some("sha1:B"), Some("<urn:uuid:3>")).is_none());
         // A third body overflows the budget: the least recently used entries go (both of the
         // first body's, the second found last), until the rest fits.
-        c.keep(Some("sha1:C"), None, capture("http://c/", 300));
+        put(&mut c, Some("sha1:C"), None, capture("http://c/", 300));
         assert!(c.bytes <= 1100, "{}", c.bytes);
         assert_eq!(c.bytes, recount(&c));
         assert!(c.find(Some("sha1:A"), Some("<urn:uuid:1>")).is_none());
@@ -629,17 +631,22 @@ mod tests {
             Some("http://c/")
         );
         // Too large for the budget, or no budget at all: not kept.
-        c.keep(Some("sha1:D"), None, capture("http://d/", 2000));
+        put(&mut c, Some("sha1:D"), None, capture("http://d/", 2000));
         assert!(c.find(Some("sha1:D"), None).is_none());
         let mut none = Captures::new(0);
-        none.keep(Some("sha1:A"), None, capture("http://a/", 1));
+        put(&mut none, Some("sha1:A"), None, capture("http://a/", 1));
         assert!(none.find(Some("sha1:A"), None).is_none());
         // Many captures, one body under two keys, and the same keys again: the accounting
         // stays exact and within the budget.
         let mut c = Captures::new(5000);
         for i in 0..200usize {
             let (d, id) = (format!("sha1:{}", i % 37), format!("<urn:uuid:{}>", i % 53));
-            c.keep(Some(&d), Some(&id), capture("http://e/", (i * 7919) % 900));
+            put(
+                &mut c,
+                Some(&d),
+                Some(&id),
+                capture("http://e/", (i * 7919) % 900),
+            );
             assert!(c.bytes <= 5000);
             assert_eq!(c.bytes, recount(&c), "after {i}");
         }
