@@ -33,6 +33,7 @@ pub mod hints;
 pub mod history;
 pub mod inlinks;
 pub mod mirrors;
+mod multimap;
 pub mod near;
 pub mod replicas;
 pub mod resolve;

@@ -26,8 +26,8 @@
 //! domains serving one page), so the work per page stays bounded and each page still pairs with
 //! the copies filed just before it. A checksum bucket of `max_pairs_per_join` pages or more gives
 //! none (the exact index reports such groups). The default policy also skips the buckets of bands
-//! that lie wholly on the page's site boilerplate (below). The multimap is a `HashMap<u32, u32>` whose value is either the one
-//! page holding the key or the index of a spill list, so a unique key costs one 8-byte entry.
+//! that lie wholly on the page's site boilerplate (below). The multimap ([`crate::multimap`])
+//! keeps a key's page in an 8-byte entry of a flat table, or its pages in a list.
 //!
 //! The multimap can be split by key into shards ([`NearIndex::with_key_shards`]), which the
 //! index asks by request and answer only: a filing's answer gives each of the page's buckets
@@ -80,6 +80,7 @@
 //! still holds is never retracted and re-detected.
 
 use crate::emit::Emitter;
+use crate::multimap::MultiMap;
 use crate::site;
 use crate::sketch::minhash::{BSketch, MINVALUES, PER_SUPERSHINGLE, SUPERSHINGLES};
 use crate::sketch::simhash::{self, SimHash};
@@ -548,98 +549,6 @@ fn same_name(a: u32, b: u32) -> bool {
 // to aim collisions at one bucket, and a bucket's size is capped for candidates anyway.
 
 // ------------------------------------------------------------------------------------------
-// The multimap
-// ------------------------------------------------------------------------------------------
-
-const SPILL: u32 = 1 << 31;
-
-/// `u32 key -> pages`, a unique key costing one map entry.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-struct MultiMap {
-    map: HashMap<u32, u32, crate::hash::StrBuild>,
-    spill: Vec<Vec<u32>>,
-    free_spill: Vec<u32>,
-}
-
-impl MultiMap {
-    fn insert(&mut self, key: u32, slot: u32) {
-        match self.map.get_mut(&key) {
-            None => {
-                self.map.insert(key, slot);
-            }
-            Some(v) if *v & SPILL != 0 => self.spill[(*v & !SPILL) as usize].push(slot),
-            Some(v) => {
-                let list = vec![*v, slot];
-                let i = match self.free_spill.pop() {
-                    Some(i) => {
-                        self.spill[i as usize] = list;
-                        i
-                    }
-                    None => {
-                        self.spill.push(list);
-                        (self.spill.len() - 1) as u32
-                    }
-                };
-                *v = SPILL | i;
-            }
-        }
-    }
-
-    fn remove(&mut self, key: u32, slot: u32) {
-        let Some(v) = self.map.get_mut(&key) else {
-            return;
-        };
-        if *v & SPILL == 0 {
-            if *v == slot {
-                self.map.remove(&key);
-            }
-            return;
-        }
-        let i = (*v & !SPILL) as usize;
-        let list = &mut self.spill[i];
-        if let Some(p) = list.iter().position(|&s| s == slot) {
-            list.remove(p);
-        }
-        if list.len() == 1 {
-            *v = list[0];
-            self.spill[i] = Vec::new();
-            self.free_spill.push(i as u32);
-        }
-    }
-
-    fn get(&self, key: u32) -> &[u32] {
-        match self.map.get(&key) {
-            None => &[],
-            Some(v) if *v & SPILL != 0 => &self.spill[(*v & !SPILL) as usize],
-            Some(v) => std::slice::from_ref(v),
-        }
-    }
-
-    /// The buckets of `keys` (at most [`MAX_KEYS`]), each looked up and its first page read
-    /// before any is used (as `NearIndex::touch_records`): the lookups miss the cache
-    /// independently of each other, so the CPU overlaps them.
-    fn get_all(&self, keys: &[u32]) -> [&[u32]; MAX_KEYS] {
-        let mut buckets = [&[][..]; MAX_KEYS];
-        let mut acc = 0u32;
-        for (b, &k) in buckets.iter_mut().zip(keys) {
-            *b = self.get(k);
-            acc ^= b.first().copied().unwrap_or(0);
-        }
-        std::hint::black_box(acc);
-        buckets
-    }
-
-    fn bytes(&self) -> usize {
-        // hashbrown: one control byte per bucket, buckets = capacity * 8/7 rounded to 2^k.
-        let buckets = (self.map.capacity() * 8 / 7).next_power_of_two();
-        buckets * (8 + 1)
-            + self.spill.capacity() * std::mem::size_of::<Vec<u32>>()
-            + self.spill.iter().map(|l| l.capacity() * 4).sum::<usize>()
-            + self.free_spill.capacity() * 4
-    }
-}
-
-// ------------------------------------------------------------------------------------------
 // Key shards
 // ------------------------------------------------------------------------------------------
 
@@ -730,7 +639,7 @@ struct KeyShard {
 impl KeyShard {
     /// Writes this shard's part of a filing's answer for `keys` into `answer`.
     fn answer<'a>(&'a self, keys: &ShardKeys, limits: ViewLimits, answer: &mut Answer<'a>) {
-        let buckets = self.table.get_all(&keys.keys[..keys.n]);
+        let buckets: [&[u32]; MAX_KEYS] = self.table.get_all(&keys.keys[..keys.n]);
         for (&position, bucket) in keys.positions[..keys.n].iter().zip(buckets) {
             let len = bucket.len();
             let keep = match position {
@@ -753,7 +662,7 @@ impl KeyShard {
     /// Removes `slot` from the buckets of `keys`.
     fn drop(&mut self, slot: u32, keys: &ShardKeys) {
         // Every bucket read first, so that their misses overlap before any is changed.
-        self.table.get_all(&keys.keys[..keys.n]);
+        let _: [&[u32]; MAX_KEYS] = self.table.get_all(&keys.keys[..keys.n]);
         for &k in &keys.keys[..keys.n] {
             self.table.remove(k, slot);
         }
@@ -1014,15 +923,39 @@ impl Window {
 // The index
 // ------------------------------------------------------------------------------------------
 
+/// A windowed page's record: 200 bytes.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Page {
     sketch: Sketch,
-    mask: u128,
-    /// The mask came from a full site sample (else it may still grow: see `mature_sample`).
-    mature: bool,
+    mask: Mask,
     /// [`url_name`] of the URL.
     name: u32,
     url: Arc<str>,
+}
+
+/// A page's boilerplate mask (one bit per min-value position) and whether it came from a full
+/// site sample (else it may still grow: see `mature_sample`), in 12 bytes aligned to 4: a
+/// `u128` and a flag would take 32 (a `u128` is aligned to 16).
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Mask([u32; 3]);
+
+impl Mask {
+    const MATURE: u32 = 1 << 31;
+
+    fn new(bits: u128, mature: bool) -> Mask {
+        debug_assert!(bits >> MINVALUES == 0);
+        let hi = (bits >> 64) as u32 | if mature { Self::MATURE } else { 0 };
+        Mask([bits as u32, (bits >> 32) as u32, hi])
+    }
+
+    fn bits(self) -> u128 {
+        let [a, b, c] = self.0;
+        u128::from(a) | u128::from(b) << 32 | u128::from(c & !Self::MATURE) << 64
+    }
+
+    fn mature(self) -> bool {
+        self.0[2] & Self::MATURE != 0
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
@@ -1271,9 +1204,11 @@ impl NearIndex {
     /// [`Self::memory_bytes`] part by part, by the index's own accounting (capacities, not
     /// lengths): the page records (signatures, boilerplate mask, URL name), the window's
     /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site and sighting, the
-    /// key tables, the live pairs and each page's partners, and the URLs with their map.
-    pub fn memory_parts(&self) -> [(&'static str, usize); 7] {
+    /// key tables (their entries, and the lists of keys held by several pages), the live pairs
+    /// and each page's partners, and the URLs with their map.
+    pub fn memory_parts(&self) -> [(&'static str, usize); 8] {
         let by_url = &self.window.by_url;
+        let tables = self.shards.iter().map(|s| s.table.bytes());
         [
             (
                 "page records",
@@ -1284,10 +1219,8 @@ impl NearIndex {
                 "slot sites",
                 self.slots.capacity() * std::mem::size_of::<SlotInfo>(),
             ),
-            (
-                "key tables",
-                self.shards.iter().map(|s| s.table.bytes()).sum::<usize>(),
-            ),
+            ("key table entries", tables.clone().map(|t| t.0).sum()),
+            ("key table lists", tables.map(|t| t.1).sum()),
             (
                 "live pairs",
                 self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1),
@@ -1328,7 +1261,7 @@ impl NearIndex {
                 acc ^= u64::from(p.sketch.mins[0])
                     ^ u64::from(p.sketch.mins[MINVALUES - 1])
                     ^ p.sketch.simhash[5]
-                    ^ p.mask as u64;
+                    ^ u64::from(p.mask.0[0]);
             }
         }
         std::hint::black_box(acc);
@@ -1517,7 +1450,8 @@ impl NearIndex {
     fn judge(&self, a: u32, b: u32) -> (Comparison, Option<PairLevel>) {
         let (pa, pb) = (self.page(a), self.page(b));
         let sites = (self.slots[a as usize].site, self.slots[b as usize].site);
-        let cmp = compare_sited(&pa.sketch, pa.mask, &pb.sketch, pb.mask, sites.0 == sites.1);
+        let (ma, mb) = (pa.mask.bits(), pb.mask.bits());
+        let cmp = compare_sited(&pa.sketch, ma, &pb.sketch, mb, sites.0 == sites.1);
         let titles = match self.cfg.titles {
             true => (pa.sketch.title, pb.sketch.title),
             false => (0, 0),
@@ -1589,8 +1523,7 @@ impl NearIndex {
         self.live += 1;
         self.pages[slot as usize] = Some(Page {
             sketch: sketch.clone(),
-            mask,
-            mature,
+            mask: Mask::new(mask, mature),
             name: url_name(&url),
             url,
         });
@@ -1750,8 +1683,8 @@ impl NearIndex {
     /// a site happened to come first, beyond this one catch-up).
     fn mature_sample(&mut self, slot: u32, crawl_id: Option<&str>, out: &mut Emitter) {
         let (mask, mature) = {
-            let p = self.page(slot);
-            (p.mask, p.mature)
+            let m = self.page(slot).mask;
+            (m.bits(), m.mature())
         };
         if !mature || mask == 0 {
             return;
@@ -1759,13 +1692,12 @@ impl NearIndex {
         let sample = std::mem::take(&mut self.scratch);
         for &s in &sample {
             let (sk_new, p) = (&self.page(slot).sketch, self.page(s));
-            if p.mature {
+            if p.mask.mature() {
                 continue;
             }
             let shared = agreement(&p.sketch.mins, &sk_new.mins);
             let page = self.pages[s as usize].as_mut().expect("live page");
-            page.mask |= mask & shared;
-            page.mature = true;
+            page.mask = Mask::new(page.mask.bits() | mask & shared, true);
             self.reverify(s, crawl_id, out);
         }
         self.scratch = sample;
@@ -2216,24 +2148,20 @@ mod tests {
     }
 
     #[test]
-    fn multimap_keeps_every_page_of_a_key_and_forgets_removed_ones() {
-        let mut m = MultiMap::default();
-        m.insert(7, 1);
-        assert_eq!(m.get(7), &[1]);
-        m.insert(7, 2);
-        m.insert(7, 3);
-        assert_eq!(m.get(7), &[1, 2, 3]);
-        m.remove(7, 2);
-        assert_eq!(m.get(7), &[1, 3]);
-        m.remove(7, 1);
-        assert_eq!(m.get(7), &[3]);
-        m.insert(8, 4);
-        m.insert(8, 5);
-        // The spill list freed by key 7 is reused.
-        assert_eq!(m.spill.len(), 1);
-        m.remove(7, 3);
-        assert!(m.get(7).is_empty());
-        assert_eq!(m.get(8), &[4, 5]);
+    fn a_page_record_takes_200_bytes_and_its_mask_keeps_bits_and_flag() {
+        assert_eq!(std::mem::size_of::<Option<Page>>(), 200);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..1000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let bits =
+                (u128::from(x) << 64 | u128::from(x.rotate_left(29))) & ((1 << MINVALUES) - 1);
+            for mature in [false, true] {
+                let m = Mask::new(bits, mature);
+                assert_eq!((m.bits(), m.mature()), (bits, mature));
+            }
+        }
     }
 
     /// The memory accounting adds up, and each part grows with what it holds: two copies on
@@ -2268,7 +2196,14 @@ mod tests {
         assert_eq!(url_bytes, part(URL_PART));
         assert!(part("page records") >= 2 * std::mem::size_of::<Option<Page>>());
         assert!(url_bytes >= urls.iter().map(|u| u.len()).sum::<usize>());
-        for name in ["key tables", "live pairs", "pair partners", "slot sites"] {
+        let parts_growing = [
+            "key table entries",
+            "key table lists",
+            "live pairs",
+            "pair partners",
+            "slot sites",
+        ];
+        for name in parts_growing {
             let before = empty.iter().find(|p| p.0 == name).unwrap().1;
             assert!(part(name) > before, "{name}: {before} -> {}", part(name));
         }

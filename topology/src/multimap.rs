@@ -1,0 +1,618 @@
+//! The sketch index's key tables: `u32 key -> pages`, in flat arrays.
+//!
+//! The key tables hold about 22 keys per windowed page, so what one key costs is most of the
+//! index's memory, and one lookup per key most of its time. Of those keys some are held by one
+//! page only, the others by several (the bands of a site's template, the bands of copies).
+//!
+//! - [`FlatMap`] maps each key to its page, or to a list of pages: `(key, value)` pairs of 8
+//!   bytes in one array, ordered by key (linear probing with ordered runs, the Robin Hood
+//!   layout). The keys are mixed hashes, so a key's home is a multiply-shift of it over any
+//!   number of home positions: homes rise with keys, the array needs no power-of-two size and
+//!   grows by an eighth, running between 75 % and 85 % full. A lookup reads one run from the key's
+//!   home, stopping at the key, a greater one or a hole (one cache miss, mostly); an insertion
+//!   shifts the rest of its run up by one; a removal shifts back the entries after it that are
+//!   not at home; growing places every entry again in one ordered pass. A general-purpose hash
+//!   map (hashbrown) keeps a control byte per bucket in a second array (two misses per lookup)
+//!   and doubles its buckets, running between 44 % and 88 % full.
+//! - [`Lists`] keeps the pages of keys held by several in blocks of one array, sized in steps
+//!   of about √2, with a head of 8 bytes per list (a `Vec` per list takes 24, a heap allocation
+//!   of its own, and doubles). The array is packed when the blocks that lists have outgrown add
+//!   up to a quarter of it.
+//!
+//! Together they took the key tables from 308 to 231 bytes per windowed page on `index_bench`'s
+//! million pages (the flat map 14 million keys, the lists another 14 million pages in 2.6
+//! million lists), and the steady state up by about a seventh.
+//!
+//! A list holds its pages in filing order, and removals keep that order: the index's answers
+//! depend on it.
+
+/// The value of a hole.
+const HOLE: u32 = u32::MAX;
+
+/// Positions past the last home, where the last run may spill over (more are added when it
+/// needs them).
+const TAIL: usize = 256;
+
+/// The smallest number of homes.
+const MIN_HOMES: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Entry {
+    key: u32,
+    value: u32,
+}
+
+const EMPTY: Entry = Entry {
+    key: 0,
+    value: HOLE,
+};
+
+/// `u32 -> u32`, values below `u32::MAX`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct FlatMap {
+    /// `homes + TAIL` positions or more. Every entry is at or after its home, with no hole between, and
+    /// the entries are in key order.
+    entries: Vec<Entry>,
+    homes: usize,
+    len: usize,
+}
+
+impl Default for FlatMap {
+    fn default() -> Self {
+        FlatMap::with_homes(MIN_HOMES)
+    }
+}
+
+impl FlatMap {
+    fn with_homes(homes: usize) -> Self {
+        FlatMap {
+            entries: vec![EMPTY; homes + TAIL],
+            homes,
+            len: 0,
+        }
+    }
+
+    fn home(&self, key: u32) -> usize {
+        ((u64::from(key) * self.homes as u64) >> 32) as usize
+    }
+
+    /// Where `key` is, or where it would go: the first position from its home holding `key`, a
+    /// greater key or a hole (the end of the array when the last run fills the tail).
+    fn seek(&self, key: u32) -> usize {
+        let mut i = self.home(key);
+        while let Some(e) = self.entries.get(i) {
+            if e.value == HOLE || e.key >= key {
+                break;
+            }
+            i += 1;
+        }
+        i
+    }
+
+    fn find(&self, key: u32) -> Option<usize> {
+        let i = self.seek(key);
+        let e = self.entries.get(i)?;
+        (e.value != HOLE && e.key == key).then_some(i)
+    }
+
+    /// The number of keys.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, key: u32) -> Option<&u32> {
+        self.find(key).map(|i| &self.entries[i].value)
+    }
+
+    fn get_mut(&mut self, key: u32) -> Option<&mut u32> {
+        self.find(key).map(|i| &mut self.entries[i].value)
+    }
+
+    /// Sets `key`'s value (`value` below `u32::MAX`).
+    fn insert(&mut self, key: u32, value: u32) {
+        assert!(value != HOLE, "FlatMap values are below u32::MAX");
+        if (self.len + 1) * 20 > self.homes * 17 {
+            self.grow();
+        }
+        loop {
+            let at = self.seek(key);
+            if let Some(e) = self
+                .entries
+                .get_mut(at)
+                .filter(|e| e.value != HOLE && e.key == key)
+            {
+                e.value = value;
+                return;
+            }
+            // The run from `at` moves up by one into its first hole.
+            let Some(hole) = self.entries[at..].iter().position(|e| e.value == HOLE) else {
+                self.entries.reserve_exact(TAIL);
+                self.entries.resize(self.entries.len() + TAIL, EMPTY);
+                continue;
+            };
+            self.entries.copy_within(at..at + hole, at + 1);
+            self.entries[at] = Entry { key, value };
+            self.len += 1;
+            return;
+        }
+    }
+
+    /// Removes `key`.
+    fn remove(&mut self, key: u32) {
+        let Some(at) = self.find(key) else {
+            return;
+        };
+        // The entries after it that are not at their home move back by one.
+        let mut end = at + 1;
+        while end < self.entries.len() {
+            let e = self.entries[end];
+            if e.value == HOLE || self.home(e.key) == end {
+                break;
+            }
+            end += 1;
+        }
+        self.entries.copy_within(at + 1..end, at);
+        self.entries[end - 1] = EMPTY;
+        self.len -= 1;
+    }
+
+    /// An eighth more homes, the entries placed in one pass in key order.
+    fn grow(&mut self) {
+        let mut grown = FlatMap::with_homes((self.homes + self.homes / 8).max(MIN_HOMES));
+        let mut next = 0;
+        for e in self.entries.iter().filter(|e| e.value != HOLE) {
+            let at = grown.home(e.key).max(next);
+            if at == grown.entries.len() {
+                grown.entries.reserve_exact(TAIL);
+                grown.entries.resize(at + TAIL, EMPTY);
+            }
+            grown.entries[at] = *e;
+            next = at + 1;
+        }
+        grown.len = self.len;
+        *self = grown;
+    }
+
+    /// Bytes held.
+    fn bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry>()
+    }
+}
+
+/// Pages of keys held by several, each list in a block of one array. Blocks come in sizes
+/// 2, 3, 4, 6, 8, 12, 16, … (each class about √2 times the one before); a list moves to the
+/// next class when it fills its block, and back one class when it falls to the size of the
+/// class below that. Freed blocks are reused by class; when they add up to a quarter of the
+/// array, the live blocks are packed into a new one (lists that grew long leave their
+/// outgrown blocks behind, which no other list may need).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Lists {
+    pages: Vec<u32>,
+    /// Per list: where its block starts, and its length with the block's class in the top
+    /// [`CLASS_BITS`] bits; a freed list's head is `(0, 0)`.
+    heads: Vec<(u32, u32)>,
+    free_heads: Vec<u32>,
+    /// Free blocks by class.
+    free_blocks: Vec<Vec<u32>>,
+    /// Pages in free blocks.
+    free_len: usize,
+}
+
+const CLASS_BITS: u32 = 6;
+
+/// Free pages below which the lists are never packed (small in tests, so that they pack).
+const PACK_MIN: usize = if cfg!(test) { 8 } else { 1024 };
+const LEN_MASK: u32 = (1 << (32 - CLASS_BITS)) - 1;
+
+/// The pages a block of `class` holds.
+fn block_size(class: u32) -> usize {
+    (2 + (class as usize & 1)) << (class >> 1)
+}
+
+impl Lists {
+    fn head(&self, list: u32) -> (usize, usize, u32) {
+        let (at, word) = self.heads[list as usize];
+        (
+            at as usize,
+            (word & LEN_MASK) as usize,
+            word >> (32 - CLASS_BITS),
+        )
+    }
+
+    fn set_head(&mut self, list: u32, at: usize, len: usize, class: u32) {
+        assert!(len <= LEN_MASK as usize, "a key held by 2^26 pages");
+        self.heads[list as usize] = (at as u32, len as u32 | class << (32 - CLASS_BITS));
+    }
+
+    fn get(&self, list: u32) -> &[u32] {
+        let (at, len, _) = self.head(list);
+        &self.pages[at..at + len]
+    }
+
+    /// A block of `class`.
+    fn alloc(&mut self, class: u32) -> usize {
+        if let Some(at) = self.free_blocks.get_mut(class as usize).and_then(Vec::pop) {
+            self.free_len -= block_size(class);
+            return at as usize;
+        }
+        let at = self.pages.len();
+        let size = block_size(class);
+        // Grown by an eighth, not doubled: this array holds most of the pages of shared keys.
+        if at + size > self.pages.capacity() {
+            self.pages
+                .reserve_exact(size.max(self.pages.capacity() / 8));
+        }
+        assert!(
+            at + size <= u32::MAX as usize,
+            "key table lists over 2^32 pages"
+        );
+        self.pages.resize(at + size, 0);
+        at
+    }
+
+    fn release(&mut self, at: usize, class: u32) {
+        if self.free_blocks.len() <= class as usize {
+            self.free_blocks.resize_with(class as usize + 1, Vec::new);
+        }
+        self.free_blocks[class as usize].push(at as u32);
+        self.free_len += block_size(class);
+    }
+
+    /// Packs the live blocks into a new array when the free ones add up to a quarter of it.
+    fn pack_if_sparse(&mut self) {
+        if self.free_len < PACK_MIN || self.free_len * 4 < self.pages.len() {
+            return;
+        }
+        let live = self.pages.len() - self.free_len;
+        let mut pages = Vec::with_capacity(live + live / 8);
+        for (at, word) in self.heads.iter_mut() {
+            if *word == 0 {
+                continue;
+            }
+            let size = block_size(*word >> (32 - CLASS_BITS));
+            let from = *at as usize;
+            *at = pages.len() as u32;
+            pages.extend_from_slice(&self.pages[from..from + size]);
+        }
+        self.pages = pages;
+        self.free_blocks.clear();
+        self.free_len = 0;
+    }
+
+    /// A new list of `a` then `b`.
+    fn pair(&mut self, a: u32, b: u32) -> u32 {
+        let at = self.alloc(0);
+        self.pages[at] = a;
+        self.pages[at + 1] = b;
+        let list = self.free_heads.pop().unwrap_or_else(|| {
+            self.heads.push((0, 0));
+            (self.heads.len() - 1) as u32
+        });
+        self.set_head(list, at, 2, 0);
+        list
+    }
+
+    /// Moves `list` (of `len` pages at `at`, in a block of `class`) to a block of `to`.
+    fn reblock(&mut self, list: u32, at: usize, len: usize, class: u32, to: u32) {
+        let new = self.alloc(to);
+        self.pages.copy_within(at..at + len, new);
+        self.release(at, class);
+        self.set_head(list, new, len, to);
+    }
+
+    fn push(&mut self, list: u32, page: u32) {
+        let (_, len, class) = self.head(list);
+        if len == block_size(class) {
+            let at = self.head(list).0;
+            self.reblock(list, at, len, class, class + 1);
+        }
+        let (at, _, class) = self.head(list);
+        self.pages[at + len] = page;
+        self.set_head(list, at, len + 1, class);
+        self.pack_if_sparse();
+    }
+
+    /// Removes `page` from `list`; when one page is left, frees the list and returns that page.
+    fn remove(&mut self, list: u32, page: u32) -> Option<u32> {
+        let (at, len, class) = self.head(list);
+        let p = self.pages[at..at + len].iter().position(|&s| s == page)?;
+        self.pages.copy_within(at + p + 1..at + len, at + p);
+        let len = len - 1;
+        let last = if len == 1 {
+            self.release(at, class);
+            self.heads[list as usize] = (0, 0);
+            self.free_heads.push(list);
+            Some(self.pages[at])
+        } else {
+            self.set_head(list, at, len, class);
+            if class >= 2 && len <= block_size(class - 2) {
+                self.reblock(list, at, len, class, class - 1);
+            }
+            None
+        };
+        self.pack_if_sparse();
+        last
+    }
+
+    fn bytes(&self) -> usize {
+        self.pages.capacity() * 4
+            + self.heads.capacity() * 8
+            + self.free_heads.capacity() * 4
+            + self
+                .free_blocks
+                .iter()
+                .map(|b| 24 + b.capacity() * 4)
+                .sum::<usize>()
+    }
+}
+
+/// A value of the map that is a list, not a page.
+const LIST: u32 = 1 << 31;
+
+/// `u32 key -> pages` in filing order: a key held by one page costs one 8-byte entry of the
+/// map, a key held by several one more entry in the lists and 4 bytes per page.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct MultiMap {
+    map: FlatMap,
+    lists: Lists,
+}
+
+impl MultiMap {
+    /// Files `page` (below 2^31) under `key`, after the pages it holds.
+    pub(crate) fn insert(&mut self, key: u32, page: u32) {
+        assert!(page < LIST, "page numbers are below 2^31");
+        match self.map.get_mut(key) {
+            None => self.map.insert(key, page),
+            Some(v) if *v & LIST != 0 => {
+                let list = *v & !LIST;
+                self.lists.push(list, page);
+            }
+            Some(v) => {
+                let first = *v;
+                *v = LIST | self.lists.pair(first, page);
+            }
+        }
+    }
+
+    /// Removes `page` from `key`'s pages.
+    pub(crate) fn remove(&mut self, key: u32, page: u32) {
+        let Some(v) = self.map.get_mut(key) else {
+            return;
+        };
+        if *v & LIST == 0 {
+            if *v == page {
+                self.map.remove(key);
+            }
+            return;
+        }
+        if let Some(last) = self.lists.remove(*v & !LIST, page) {
+            *v = last;
+        }
+    }
+
+    /// The pages of `key`, oldest first.
+    pub(crate) fn get(&self, key: u32) -> &[u32] {
+        match self.map.get(key) {
+            None => &[],
+            Some(v) if *v & LIST != 0 => self.lists.get(*v & !LIST),
+            Some(v) => std::slice::from_ref(v),
+        }
+    }
+
+    /// The pages of each of `keys` (at most `N`). The index is bound by memory latency, and a
+    /// lookup that misses the cache stalls the next one behind its branches, so the home
+    /// entries of all the keys are read first, then the first page of every list found, each
+    /// round's loads independent of each other (as `NearIndex::touch_records`): the CPU
+    /// overlaps their misses.
+    pub(crate) fn get_all<const N: usize>(&self, keys: &[u32]) -> [&[u32]; N] {
+        let mut acc = 0u32;
+        for &k in keys {
+            acc ^= self.map.entries[self.map.home(k)].key;
+        }
+        let mut buckets = [&[][..]; N];
+        for (b, &k) in buckets.iter_mut().zip(keys) {
+            *b = self.get(k);
+        }
+        for b in &buckets {
+            acc ^= b.first().copied().unwrap_or(0);
+        }
+        std::hint::black_box(acc);
+        buckets
+    }
+
+    /// Bytes held by the map's entries and by the lists.
+    pub(crate) fn bytes(&self) -> (usize, usize) {
+        (self.map.bytes(), self.lists.bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// The layout's invariant: entries in key order, each at or after its home with no hole
+    /// between, and `len` counting them.
+    fn check(m: &FlatMap) {
+        let mut last: Option<u32> = None;
+        let mut n = 0;
+        for (i, e) in m.entries.iter().enumerate() {
+            if e.value == HOLE {
+                continue;
+            }
+            n += 1;
+            let home = m.home(e.key);
+            assert!(home <= i, "entry {e:?} at {i} before its home {home}");
+            assert!(
+                m.entries[home..i].iter().all(|e| e.value != HOLE),
+                "a hole between {e:?} and its home"
+            );
+            assert!(last.is_none_or(|l| l < e.key), "keys out of order at {i}");
+            last = Some(e.key);
+        }
+        assert_eq!(n, m.len);
+        assert!(m.entries.len() >= m.homes + TAIL);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u32, u32),
+        Remove(u32),
+    }
+
+    /// Keys from a small range collide and share runs; keys spread over the whole range
+    /// exercise the tail.
+    fn op() -> impl Strategy<Value = Op> {
+        let key = prop_oneof![0u32..64, any::<u32>(), (u32::MAX - 64)..=u32::MAX];
+        prop_oneof![
+            3 => (key.clone(), 0u32..1000).prop_map(|(k, v)| Op::Insert(k, v)),
+            1 => key.prop_map(Op::Remove),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Any sequence of insertions and removals leaves the map agreeing with a `BTreeMap`
+        /// on every key it ever saw, with the layout's invariant intact.
+        #[test]
+        fn agrees_with_a_btreemap(ops in proptest::collection::vec(op(), 0..400)) {
+            let mut m = FlatMap::default();
+            let mut model = BTreeMap::new();
+            for op in &ops {
+                match *op {
+                    Op::Insert(k, v) => {
+                        m.insert(k, v);
+                        model.insert(k, v);
+                    }
+                    Op::Remove(k) => {
+                        m.remove(k);
+                        model.remove(&k);
+                    }
+                }
+                check(&m);
+            }
+            prop_assert_eq!(m.len(), model.len());
+            for op in &ops {
+                let (Op::Insert(k, _) | Op::Remove(k)) = *op;
+                prop_assert_eq!(m.get(k), model.get(&k));
+            }
+        }
+    }
+
+    #[test]
+    fn multimap_keeps_every_page_of_a_key_and_forgets_removed_ones() {
+        let mut m = MultiMap::default();
+        m.insert(7, 1);
+        assert_eq!(m.get(7), &[1]);
+        m.insert(7, 2);
+        m.insert(7, 3);
+        assert_eq!(m.get(7), &[1, 2, 3]);
+        m.remove(7, 2);
+        assert_eq!(m.get(7), &[1, 3]);
+        m.remove(7, 1);
+        assert_eq!(m.get(7), &[3]);
+        m.insert(8, 4);
+        m.insert(8, 5);
+        // The list freed by key 7 is reused, and so is its first block (of two pages; its
+        // second, of three, is free).
+        assert_eq!(m.lists.heads.len(), 1);
+        assert_eq!(m.lists.pages.len(), 5);
+        m.remove(7, 3);
+        assert!(m.get(7).is_empty());
+        assert_eq!(m.get(8), &[4, 5]);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Filing {
+        File(u32, u32),
+        Drop(u32, u32),
+    }
+
+    /// Few keys, so that lists grow long and shrink again; pages from a small range, so that
+    /// drops hit pages that are filed.
+    fn filing() -> impl Strategy<Value = Filing> {
+        prop_oneof![
+            3 => (0u32..6, 0u32..40).prop_map(|(k, p)| Filing::File(k, p)),
+            2 => (0u32..6, 0u32..40).prop_map(|(k, p)| Filing::Drop(k, p)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// The multimap agrees with a map of vectors (pages in filing order, a drop removing
+        /// the first filing of the page) after every step, and its lists' blocks never
+        /// overlap.
+        #[test]
+        fn multimap_agrees_with_a_map_of_vectors(ops in proptest::collection::vec(filing(), 0..600)) {
+            let mut m = MultiMap::default();
+            let mut model: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+            for op in &ops {
+                match *op {
+                    Filing::File(k, p) => {
+                        m.insert(k, p);
+                        model.entry(k).or_default().push(p);
+                    }
+                    Filing::Drop(k, p) => {
+                        m.remove(k, p);
+                        if let Some(v) = model.get_mut(&k) {
+                            if let Some(i) = v.iter().position(|&x| x == p) {
+                                v.remove(i);
+                            }
+                        }
+                    }
+                }
+                for k in 0..6 {
+                    prop_assert_eq!(m.get(k), model.get(&k).map_or(&[][..], |v| &v[..]));
+                }
+                let mut blocks: Vec<(usize, usize)> = m
+                    .map
+                    .entries
+                    .iter()
+                    .filter(|e| e.value != HOLE && e.value & LIST != 0)
+                    .map(|e| {
+                        let (at, len, class) = m.lists.head(e.value & !LIST);
+                        assert!(len <= block_size(class));
+                        (at, at + block_size(class))
+                    })
+                    .collect();
+                blocks.sort();
+                prop_assert!(blocks.windows(2).all(|w| w[0].1 <= w[1].0), "blocks overlap");
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_tail_grows_the_tail() {
+        // Keys that all have the last home fill the tail: it grows instead of failing.
+        let mut m = FlatMap::default();
+        for k in 0..(TAIL as u32 + 10) {
+            m.insert(u32::MAX - k, k);
+        }
+        check(&m);
+        assert_eq!(m.len(), TAIL + 10);
+        for k in 0..(TAIL as u32 + 10) {
+            assert_eq!(m.get(u32::MAX - k), Some(&k));
+        }
+    }
+
+    #[test]
+    fn stays_between_75_and_85_percent_full_as_it_grows() {
+        let mut m = FlatMap::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..200_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            m.insert((x >> 32) as u32, i);
+            if m.len() > 1000 {
+                let load = m.len() as f64 / m.homes as f64;
+                assert!((0.75..=0.85).contains(&load), "load {load} at {}", m.len());
+            }
+        }
+        check(&m);
+    }
+}
