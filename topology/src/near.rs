@@ -839,6 +839,7 @@ impl Window {
         }
         let url: Arc<str> = Arc::from(f.url);
         let slot = self.free.pop().unwrap_or_else(|| {
+            reserve_an_eighth(&mut self.stamps);
             self.stamps.push(Stamp::default());
             (self.stamps.len() - 1) as u32
         });
@@ -1483,6 +1484,8 @@ impl NearIndex {
             }
         };
         if self.pages.len() <= slot as usize {
+            reserve_an_eighth(&mut self.pages);
+            reserve_an_eighth(&mut self.slots);
             self.pages.resize_with(slot as usize + 1, || None);
             self.slots.resize(self.pages.len(), SlotInfo::default());
         }
@@ -2046,6 +2049,15 @@ impl NearIndex {
                 out,
             ),
         }
+    }
+}
+
+/// Makes room for one more element of a per-slot vector, growing it by an eighth rather than
+/// doubling it: these vectors hold most of the index's bytes, and doubling would leave up to
+/// half of them unused (a new slot is taken only when no freed one is left).
+fn reserve_an_eighth<T>(v: &mut Vec<T>) {
+    if v.len() == v.capacity() {
+        v.reserve_exact((v.capacity() / 8).max(64));
     }
 }
 
