@@ -50,8 +50,8 @@ const EMPTY: Entry = Entry {
 /// `u32 -> u32`, values below `u32::MAX`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct FlatMap {
-    /// `homes + TAIL` positions or more. Every entry is at or after its home, with no hole between, and
-    /// the entries are in key order.
+    /// `homes + TAIL` positions or more. Every entry is at or after its home, with no hole
+    /// between, and the entries are in key order.
     entries: Vec<Entry>,
     homes: usize,
     len: usize,
@@ -547,7 +547,9 @@ mod tests {
         /// the first filing of the page) after every step, and its lists' blocks never
         /// overlap.
         #[test]
-        fn multimap_agrees_with_a_map_of_vectors(ops in proptest::collection::vec(filing(), 0..600)) {
+        fn multimap_agrees_with_a_map_of_vectors(
+            ops in proptest::collection::vec(filing(), 0..600)
+        ) {
             let mut m = MultiMap::default();
             let mut model: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
             for op in &ops {

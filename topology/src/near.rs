@@ -898,6 +898,11 @@ impl Window {
             generation,
             live: true,
         };
+        if self.expiry.len() == self.expiry.capacity() {
+            // By an eighth, as the per-slot vectors ([`reserve_an_eighth`]).
+            self.expiry
+                .reserve_exact((self.expiry.capacity() / 8).max(64));
+        }
         self.expiry.push(Reverse((at_ms, slot, generation)));
     }
 
@@ -935,8 +940,8 @@ struct Page {
 }
 
 /// A page's boilerplate mask (one bit per min-value position) and whether it came from a full
-/// site sample (else it may still grow: see `mature_sample`), in 12 bytes aligned to 4: a
-/// `u128` and a flag would take 32 (a `u128` is aligned to 16).
+/// site sample (else it may still grow: see `mature_sample`), in 12 bytes aligned to 4 (a
+/// `u128`, aligned to 16, made the record 208 bytes).
 #[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Mask([u32; 3]);
 
@@ -1259,10 +1264,16 @@ impl NearIndex {
         let mut acc = 0u64;
         for &s in slots {
             if let Some(Some(p)) = self.pages.get(s as usize) {
-                acc ^= u64::from(p.sketch.mins[0])
-                    ^ u64::from(p.sketch.mins[MINVALUES - 1])
+                // Records are 200 bytes, so cache lines fall anywhere in them: these fields lie
+                // less than 64 bytes apart from the first byte verification reads to the last
+                // (a test checks it against the layout the compiler chose).
+                acc ^= p.sketch.simhash[0]
                     ^ p.sketch.simhash[5]
-                    ^ u64::from(p.mask.0[0]);
+                    ^ u64::from(p.sketch.mins[0])
+                    ^ u64::from(p.sketch.mins[MINVALUES / 2])
+                    ^ u64::from(p.sketch.mins[MINVALUES - 1])
+                    ^ u64::from(p.mask.0[0])
+                    ^ u64::from(p.name);
             }
         }
         std::hint::black_box(acc);
@@ -2157,6 +2168,45 @@ mod tests {
         // A random pair agrees on 84/256 of positions in expectation: estimate 0.
         assert!(bbit_estimate(0, 84) == 0.0);
         assert!((bbit_estimate(42, 84) - (0.5 - 1.0 / 256.0) / (1.0 - 1.0 / 256.0)).abs() < 1e-12);
+    }
+
+    /// `touch_records` reads fields less than 64 bytes apart from the first byte of a record
+    /// that verification reads to the last (none of them crossing a line: records start at a
+    /// multiple of 8 and the fields are aligned), so it loads every line verification reads
+    /// wherever the record starts.
+    #[test]
+    fn touched_fields_cover_every_cache_line_verification_reads() {
+        use std::mem::offset_of;
+        let sk = offset_of!(Page, sketch);
+        let read = [
+            (sk + offset_of!(Sketch, mins), MINVALUES),
+            (sk + offset_of!(Sketch, ss), 2 * SUPERSHINGLES),
+            (sk + offset_of!(Sketch, simhash), 48),
+            (sk + offset_of!(Sketch, checksum), 8),
+            (sk + offset_of!(Sketch, text), 8),
+            (sk + offset_of!(Sketch, title), 4),
+            (sk + offset_of!(Sketch, has_terms), 1),
+            (offset_of!(Page, mask), 12),
+            (offset_of!(Page, name), 4),
+        ];
+        let start = read.iter().map(|r| r.0).min().unwrap();
+        let end = read.iter().map(|r| r.0 + r.1).max().unwrap();
+        let simhash = sk + offset_of!(Sketch, simhash);
+        let mins = sk + offset_of!(Sketch, mins);
+        let mut touched = [
+            simhash,
+            simhash + 40,
+            mins,
+            mins + MINVALUES / 2,
+            mins + MINVALUES - 1,
+            offset_of!(Page, mask),
+            offset_of!(Page, name),
+        ];
+        touched.sort();
+        assert_eq!(std::mem::size_of::<Page>() % 8, 0);
+        assert!(touched[0] <= start, "{touched:?} from {start}");
+        assert_eq!(touched[6] / 8, (end - 1) / 8, "{touched:?} to {end}");
+        assert!(touched.windows(2).all(|w| w[1] - w[0] < 64), "{touched:?}");
     }
 
     #[test]
