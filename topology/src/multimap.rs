@@ -21,7 +21,7 @@
 //!
 //! Together they took the key tables from 308 to 231 bytes per windowed page on `index_bench`'s
 //! million pages (the flat map 14 million keys, the lists another 14 million pages in 2.6
-//! million lists), and the steady state up by about a seventh.
+//! million lists), at about the same speed (README, "Flat key tables").
 //!
 //! A list holds its pages in filing order, and removals keep that order: the index's answers
 //! depend on it.
