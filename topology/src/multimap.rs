@@ -293,8 +293,9 @@ impl Lists {
         list
     }
 
-    /// Moves `list` (of `len` pages at `at`, in a block of `class`) to a block of `to`.
-    fn reblock(&mut self, list: u32, at: usize, len: usize, class: u32, to: u32) {
+    /// Moves `list` to a block of class `to`.
+    fn reblock(&mut self, list: u32, to: u32) {
+        let (at, len, class) = self.head(list);
         let new = self.alloc(to);
         self.pages.copy_within(at..at + len, new);
         self.release(at, class);
@@ -304,8 +305,7 @@ impl Lists {
     fn push(&mut self, list: u32, page: u32) {
         let (_, len, class) = self.head(list);
         if len == block_size(class) {
-            let at = self.head(list).0;
-            self.reblock(list, at, len, class, class + 1);
+            self.reblock(list, class + 1);
         }
         let (at, _, class) = self.head(list);
         self.pages[at + len] = page;
@@ -327,7 +327,7 @@ impl Lists {
         } else {
             self.set_head(list, at, len, class);
             if class >= 2 && len <= block_size(class - 2) {
-                self.reblock(list, at, len, class, class - 1);
+                self.reblock(list, class - 1);
             }
             None
         };
