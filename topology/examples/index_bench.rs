@@ -25,7 +25,8 @@
 //! With `--events`, the input is a crawl-event stream instead (`make_crawl.py`'s
 //! `events.jsonl`): every record is decoded and signed first, untimed, as `neardup` does; then
 //! the records' URLs, sketches and fetch times are fed to the index in order, with the window
-//! advanced to each new fetch time, and that is timed.
+//! advanced to each new fetch time, and that is timed. The memory figures are those of the
+//! window at the end of the stream.
 //!
 //! With `--split N`, the steady-state stream goes through the index split as N instances would
 //! run it (`near::Sequencer`, N `near::KeyShardStage`s, a `NearIndex::follower`), and each
@@ -167,12 +168,7 @@ fn main() {
                 urls as f64 / st.pages as f64,
                 live as f64 / st.pages as f64,
             );
-            for (part, bytes) in index.memory_parts() {
-                report += &format!(
-                    "  {part:<20} {:>6.1} B per page\n",
-                    bytes as f64 / st.pages as f64
-                );
-            }
+            report += &parts(&index);
         }
     }
     print!("{report}");
@@ -218,6 +214,16 @@ fn main() {
     );
 }
 
+/// [`NearIndex::memory_parts`] per windowed page, a line each.
+fn parts(index: &NearIndex) -> String {
+    let pages = index.stats().pages.max(1) as f64;
+    let mut lines = String::new();
+    for (part, bytes) in index.memory_parts() {
+        lines += &format!("  {part:<20} {:>6.1} B per page\n", bytes as f64 / pages);
+    }
+    lines
+}
+
 /// The index fed with a crawl's real signatures (`--events`).
 fn crawl(file: &str, reps: usize) {
     let cfg = Config::default();
@@ -261,14 +267,23 @@ fn crawl(file: &str, reps: usize) {
         most = most.max(index.stats().pages);
         events += emitted;
     });
+    let (idx, urls) = index.memory_bytes();
+    let st = index.stats();
     let report = format!(
         "{} records ({} with content), window up to {} pages, {:.1} candidates verified per \
-         record, {} pair events\n",
+         record, {} pair events\n\
+         at the end: window {} pages, {} live pairs; memory per page: index + signatures {:.0} B \
+         (accounted), URLs {:.0} B\n{}",
         inputs.len(),
         inputs.iter().filter(|i| i.1.is_some()).count(),
         most,
-        index.stats().verified as f64 / inputs.len() as f64,
+        st.verified as f64 / inputs.len() as f64,
         events,
+        st.pages,
+        st.live_pairs,
+        idx as f64 / st.pages.max(1) as f64,
+        urls as f64 / st.pages.max(1) as f64,
+        parts(&index),
     );
     let rates: Vec<f64> = (0..reps)
         .map(|_| {

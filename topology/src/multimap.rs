@@ -25,6 +25,8 @@
 //!
 //! A list holds its pages in filing order, and removals keep that order: the index's answers
 //! depend on it.
+//!
+//! The index keeps each page's pair partners in a multimap too, keyed by slot number (mixed).
 
 /// The value of a hole.
 const HOLE: u32 = u32::MAX;
@@ -50,16 +52,21 @@ const EMPTY: Entry = Entry {
 /// `u32 -> u32`, values below `u32::MAX`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct FlatMap {
-    /// `homes + TAIL` positions or more. Every entry is at or after its home, with no hole
-    /// between, and the entries are in key order.
+    /// `homes + TAIL` positions or more (none while empty). Every entry is at or after its home,
+    /// with no hole between, and the entries are in key order.
     entries: Vec<Entry>,
     homes: usize,
     len: usize,
 }
 
+/// Empty, with nothing allocated: the first insertion grows it to [`MIN_HOMES`] homes.
 impl Default for FlatMap {
     fn default() -> Self {
-        FlatMap::with_homes(MIN_HOMES)
+        FlatMap {
+            entries: Vec::new(),
+            homes: 0,
+            len: 0,
+        }
     }
 }
 
@@ -313,6 +320,15 @@ impl Lists {
         self.pack_if_sparse();
     }
 
+    /// Frees `list` with its block.
+    fn free(&mut self, list: u32) {
+        let (at, _, class) = self.head(list);
+        self.release(at, class);
+        self.heads[list as usize] = (0, 0);
+        self.free_heads.push(list);
+        self.pack_if_sparse();
+    }
+
     /// Removes `page` from `list`; when one page is left, frees the list and returns that page.
     fn remove(&mut self, list: u32, page: u32) -> Option<u32> {
         let (at, len, class) = self.head(list);
@@ -391,6 +407,20 @@ impl MultiMap {
         }
     }
 
+    /// Removes `key` and returns its pages, oldest first.
+    pub(crate) fn take(&mut self, key: u32) -> Vec<u32> {
+        let Some(&v) = self.map.get(key) else {
+            return Vec::new();
+        };
+        self.map.remove(key);
+        if v & LIST == 0 {
+            return vec![v];
+        }
+        let pages = self.lists.get(v & !LIST).to_vec();
+        self.lists.free(v & !LIST);
+        pages
+    }
+
     /// The pages of `key`, oldest first.
     pub(crate) fn get(&self, key: u32) -> &[u32] {
         match self.map.get(key) {
@@ -408,7 +438,7 @@ impl MultiMap {
     pub(crate) fn get_all<const N: usize>(&self, keys: &[u32]) -> [&[u32]; N] {
         let mut acc = 0u32;
         for &k in keys {
-            acc ^= self.map.entries[self.map.home(k)].key;
+            acc ^= self.map.entries.get(self.map.home(k)).map_or(0, |e| e.key);
         }
         let mut buckets = [&[][..]; N];
         for (b, &k) in buckets.iter_mut().zip(keys) {
@@ -453,7 +483,7 @@ mod tests {
             last = Some(e.key);
         }
         assert_eq!(n, m.len);
-        assert!(m.entries.len() >= m.homes + TAIL);
+        assert!(m.homes == 0 && m.entries.is_empty() || m.entries.len() >= m.homes + TAIL);
     }
 
     #[derive(Debug, Clone)]
@@ -529,6 +559,7 @@ mod tests {
     enum Filing {
         File(u32, u32),
         Drop(u32, u32),
+        Take(u32),
     }
 
     /// Few keys, so that lists grow long and shrink again; pages from a small range, so that
@@ -537,6 +568,7 @@ mod tests {
         prop_oneof![
             3 => (0u32..6, 0u32..40).prop_map(|(k, p)| Filing::File(k, p)),
             2 => (0u32..6, 0u32..40).prop_map(|(k, p)| Filing::Drop(k, p)),
+            1 => (0u32..6).prop_map(Filing::Take),
         ]
     }
 
@@ -544,8 +576,8 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
         /// The multimap agrees with a map of vectors (pages in filing order, a drop removing
-        /// the first filing of the page) after every step, and its lists' blocks never
-        /// overlap.
+        /// the first filing of the page, a take removing the key and answering its pages)
+        /// after every step, and its lists' blocks never overlap.
         #[test]
         fn multimap_agrees_with_a_map_of_vectors(
             ops in proptest::collection::vec(filing(), 0..600)
@@ -565,6 +597,9 @@ mod tests {
                                 v.remove(i);
                             }
                         }
+                    }
+                    Filing::Take(k) => {
+                        prop_assert_eq!(m.take(k), model.remove(&k).unwrap_or_default());
                     }
                 }
                 for k in 0..6 {

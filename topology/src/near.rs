@@ -899,9 +899,23 @@ impl Window {
             live: true,
         };
         if self.expiry.len() == self.expiry.capacity() {
-            // By an eighth, as the per-slot vectors ([`reserve_an_eighth`]).
-            self.expiry
-                .reserve_exact((self.expiry.capacity() / 8).max(64));
+            // Every fetch of a page stays in the heap until its time leaves the window, so a
+            // page refetched often would fill it with stale entries (hourly fetches in a week's
+            // window, 168 per page). When a quarter of a full heap is stale, those are dropped
+            // instead of growing it (each live page has one current entry: `by_url.len()`).
+            // Stale entries are skipped when popped, so this changes no outcome.
+            let stale = self.expiry.len().saturating_sub(self.by_url.len());
+            if stale > 0 && stale * 4 >= self.expiry.len() {
+                let stamps = &self.stamps;
+                self.expiry.retain(|&Reverse((_, s, g))| {
+                    let stamp = &stamps[s as usize];
+                    stamp.live && stamp.generation == g
+                });
+            } else {
+                // By an eighth, as the per-slot vectors ([`reserve_an_eighth`]).
+                self.expiry
+                    .reserve_exact((self.expiry.capacity() / 8).max(64));
+            }
         }
         self.expiry.push(Reverse((at_ms, slot, generation)));
     }
@@ -964,20 +978,68 @@ impl Mask {
     }
 }
 
+/// Each page's partners (the pages it has live pairs with), in pairing order: a [`MultiMap`]
+/// keyed by slot number. The slot is multiplied by an odd constant first, a bijection that
+/// spreads consecutive slots over the table's homes (which it takes from a key's high bits).
+/// A `HashMap<u32, Vec<u32>>` cost about 70 bytes per page with pairs.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Partners(MultiMap);
+
+impl Partners {
+    fn key(slot: u32) -> u32 {
+        slot.wrapping_mul(0x9e37_79b1)
+    }
+
+    fn of(&self, slot: u32) -> &[u32] {
+        self.0.get(Self::key(slot))
+    }
+
+    /// Pairs `a` and `b`.
+    fn link(&mut self, a: u32, b: u32) {
+        self.0.insert(Self::key(a), b);
+        self.0.insert(Self::key(b), a);
+    }
+
+    /// Removes `to` from the partners of `from`.
+    fn unlink(&mut self, from: u32, to: u32) {
+        self.0.remove(Self::key(from), to);
+    }
+
+    /// Removes the partners of `slot` (not `slot` from theirs) and returns them.
+    fn take(&mut self, slot: u32) -> Vec<u32> {
+        self.0.take(Self::key(slot))
+    }
+
+    fn bytes(&self) -> usize {
+        let (entries, lists) = self.0.bytes();
+        entries + lists
+    }
+}
+
 #[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct SlotInfo {
     site: u32,
     seen: u32,
 }
 
+/// A live pair's report: 6 bytes, so an entry of the pair map is 16 (the estimated Jaccard is
+/// kept as the agreeing min-value count it is computed from, not as an `f64`).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 struct PairInfo {
     level: PairLevel,
     b: u8,
     c: u16,
-    jaccard: f64,
+    /// Agreeing min-values, 0..=84 ([`Comparison::agreeing`]).
+    agreeing: u8,
     /// Both pages on one site (their site numbers agree: the URLs are not parsed again).
     same_site: bool,
+}
+
+impl PairInfo {
+    /// The estimated Jaccard the pair reports ([`Comparison::jaccard`], to 4 decimals).
+    fn jaccard(&self) -> f64 {
+        (bbit_estimate(u32::from(self.agreeing), MINVALUES as u32) * 1e4).round() / 1e4
+    }
 }
 
 /// Counters of the index (metrics and summaries).
@@ -1058,7 +1120,7 @@ pub struct NearIndex {
     /// Page records held (the window's pages; a follower has no window of its own to count).
     live: u64,
     pairs: HashMap<(u32, u32), PairInfo, crate::hash::StrBuild>,
-    partners: HashMap<u32, Vec<u32>, crate::hash::StrBuild>,
+    partners: Partners,
     stats: NearStats,
     #[serde(skip)]
     scratch: Vec<u32>,
@@ -1096,7 +1158,7 @@ impl NearIndex {
             following: false,
             live: 0,
             pairs: HashMap::default(),
-            partners: HashMap::default(),
+            partners: Partners::default(),
             stats: NearStats::default(),
             scratch: Vec::new(),
             slots: Vec::new(),
@@ -1231,13 +1293,7 @@ impl NearIndex {
                 "live pairs",
                 self.pairs.capacity() * (std::mem::size_of::<((u32, u32), PairInfo)>() + 1),
             ),
-            (
-                "pair partners",
-                self.partners
-                    .values()
-                    .map(|v| 32 + v.capacity() * 4)
-                    .sum::<usize>(),
-            ),
+            ("pair partners", self.partners.bytes()),
             (
                 URL_PART,
                 by_url.capacity() * (std::mem::size_of::<(Arc<str>, u32)>() + 1)
@@ -1327,7 +1383,7 @@ impl NearIndex {
         // New or changed content: the old record leaves silently, its pairs are re-verified.
         let mut old: Vec<(u32, Arc<str>, PairInfo)> = Vec::new();
         if let Some(slot) = replaced {
-            for partner in self.partners.remove(&slot).unwrap_or_default() {
+            for partner in self.partners.take(slot) {
                 let info = self.pairs.remove(&ordered(slot, partner)).expect("pair");
                 self.unlink(partner, slot);
                 old.push((partner, self.page(partner).url.clone(), info));
@@ -1355,8 +1411,7 @@ impl NearIndex {
         }
         for (_, partner, info) in &found {
             self.pairs.insert(ordered(slot, *partner), *info);
-            self.partners.entry(slot).or_default().push(*partner);
-            self.partners.entry(*partner).or_default().push(slot);
+            self.partners.link(slot, *partner);
         }
         // Events in partner-URL order: retractions of pairs that no longer hold, detections of
         // new pairs and of level changes.
@@ -1411,7 +1466,7 @@ impl NearIndex {
             info.level,
             info.b,
             info.c,
-            Some(info.jaccard),
+            Some(info.jaccard()),
             info.same_site,
             out.at().to_owned(),
             crawl_id.map(str::to_owned),
@@ -1424,7 +1479,7 @@ impl NearIndex {
             level,
             b: cmp.b_similarity,
             c: cmp.c_similarity,
-            jaccard: (cmp.jaccard * 1e4).round() / 1e4,
+            agreeing: cmp.agreeing as u8,
             same_site: self.slots[a as usize].site == self.slots[b as usize].site,
         }
     }
@@ -1433,7 +1488,7 @@ impl NearIndex {
     fn remove_page(&mut self, slot: u32, crawl_id: Option<&str>, out: &mut Emitter) {
         let url = self.page(slot).url.clone();
         let mut gone: Vec<(Arc<str>, PairInfo)> = Vec::new();
-        for partner in self.partners.remove(&slot).unwrap_or_default() {
+        for partner in self.partners.take(slot) {
             let info = self.pairs.remove(&ordered(slot, partner)).expect("pair");
             self.unlink(partner, slot);
             gone.push((self.page(partner).url.clone(), info));
@@ -1449,12 +1504,7 @@ impl NearIndex {
     }
 
     fn unlink(&mut self, from: u32, to: u32) {
-        if let Some(list) = self.partners.get_mut(&from) {
-            list.retain(|&s| s != to);
-            if list.is_empty() {
-                self.partners.remove(&from);
-            }
-        }
+        self.partners.unlink(from, to);
     }
 
     /// How the pages in slots `a` and `b` compare (on one site or two), and the policy's
@@ -1720,7 +1770,7 @@ impl NearIndex {
     /// Verifies every pair of `slot` again, retracting those that no longer hold and
     /// re-detecting those whose level changed.
     fn reverify(&mut self, slot: u32, crawl_id: Option<&str>, out: &mut Emitter) {
-        let mut partners = self.partners.get(&slot).cloned().unwrap_or_default();
+        let mut partners = self.partners.of(slot).to_vec();
         partners.sort_by(|x, y| self.url(*x).cmp(self.url(*y)));
         let url = self.page(slot).url.clone();
         for partner in partners {
@@ -2207,6 +2257,59 @@ mod tests {
         assert!(touched[0] <= start, "{touched:?} from {start}");
         assert_eq!(touched[6] / 8, (end - 1) / 8, "{touched:?} to {end}");
         assert!(touched.windows(2).all(|w| w[1] - w[0] < 64), "{touched:?}");
+    }
+
+    /// Pages refetched again and again leave a stale expiry entry per fetch; the heap drops them
+    /// when a quarter of it is stale instead of growing, and the pages still leave on time.
+    #[test]
+    fn the_expiry_heap_drops_stale_entries_of_refetched_pages() {
+        let cfg = NearConfig {
+            window_ms: 1_000_000,
+            ..NearConfig::default()
+        };
+        let mut index = NearIndex::new(cfg);
+        let mut out = Emitter::new();
+        let pages: Vec<(String, Sketch)> = (0..7)
+            .map(|i| (format!("http://s{i}.example/p"), differing_in_first(i * 12).1))
+            .collect();
+        for t in 0..10_000i64 {
+            let (url, sketch) = &pages[t as usize % pages.len()];
+            index.advance(t, None, &mut out);
+            let fetch = Fetch {
+                url,
+                sketch: Some(sketch),
+                fetched_at_ms: t,
+                crawl_id: None,
+            };
+            index.observe(&fetch, &mut out);
+        }
+        let heap = &index.window.expiry;
+        assert!(heap.capacity() <= 64, "{} entries held", heap.capacity());
+        assert!(heap.len() >= 7);
+        // The newest fetch of each page is still current: each leaves a window after it.
+        index.advance(9_993 + 1_000_000, None, &mut out);
+        assert_eq!(index.stats().pages, 7);
+        index.advance(9_994 + 1_000_000, None, &mut out);
+        assert_eq!(index.stats().pages, 6);
+        index.advance(10_000 + 1_000_000, None, &mut out);
+        assert_eq!(index.stats().pages, 0);
+        assert_eq!(index.stats().evicted_by_time, 7);
+    }
+
+    #[test]
+    fn a_pair_entry_takes_16_bytes_and_reports_the_comparisons_jaccard() {
+        assert_eq!(std::mem::size_of::<((u32, u32), PairInfo)>(), 16);
+        for agreeing in 0..=MINVALUES as u32 {
+            let info = PairInfo {
+                level: PairLevel::VerySimilar,
+                b: 0,
+                c: 0,
+                agreeing: agreeing as u8,
+                same_site: false,
+            };
+            let estimate = bbit_estimate(agreeing, MINVALUES as u32);
+            assert_eq!(info.jaccard(), (estimate * 1e4).round() / 1e4, "{agreeing}");
+        }
     }
 
     #[test]
