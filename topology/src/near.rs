@@ -1016,6 +1016,68 @@ impl Partners {
     }
 }
 
+/// Site names ([`site::site`], lower-cased) and their numbers, for the sites of the pages held:
+/// a site leaves with its last page and its number is reused, so a crawl that passes millions
+/// of sites through the window holds only the window's (site numbers are only compared between
+/// pages held).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Sites {
+    numbers: HashMap<Box<str>, u32>,
+    /// Pages held per site number (0: the number is free).
+    pages: Vec<u32>,
+    free: Vec<u32>,
+}
+
+impl Sites {
+    fn name(url: &str) -> std::borrow::Cow<'_, str> {
+        let name = site::site(site::host(url));
+        match name.bytes().any(|b| b.is_ascii_uppercase()) {
+            true => name.to_ascii_lowercase().into(),
+            false => name.into(),
+        }
+    }
+
+    /// The number of `url`'s site, which holds one page more.
+    fn enter(&mut self, url: &str) -> u32 {
+        let name = Self::name(url);
+        let n = match self.numbers.get(name.as_ref()) {
+            Some(&n) => n,
+            None => {
+                let n = self.free.pop().unwrap_or_else(|| {
+                    self.pages.push(0);
+                    (self.pages.len() - 1) as u32
+                });
+                self.numbers.insert(name.into_owned().into(), n);
+                n
+            }
+        };
+        self.pages[n as usize] += 1;
+        n
+    }
+
+    /// A page of `url`, on site `n`, leaves.
+    fn leave(&mut self, url: &str, n: u32) {
+        let held = &mut self.pages[n as usize];
+        *held -= 1;
+        if *held == 0 {
+            let removed = self.numbers.remove(Self::name(url).as_ref());
+            debug_assert_eq!(removed, Some(n), "{url}");
+            self.free.push(n);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.numbers.len()
+    }
+
+    fn bytes(&self) -> usize {
+        self.numbers.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1)
+            + self.numbers.keys().map(|k| k.len()).sum::<usize>()
+            + (self.pages.capacity() + self.free.capacity()) * 4
+    }
+}
+
 #[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct SlotInfo {
     site: u32,
@@ -1106,7 +1168,7 @@ pub struct NearIndex {
     pages: Vec<Option<Page>>,
     /// Which URL is in which slot, fetch times, expiry (empty in a [`Self::follower`]).
     window: Window,
-    sites: HashMap<Box<str>, u32>,
+    sites: Sites,
     /// The key tables, split by key ([`KeyShard`]; one unless [`Self::with_key_shards`]).
     shards: Vec<KeyShard>,
     /// Per shard, the keys of the page being filed or dropped.
@@ -1151,7 +1213,7 @@ impl NearIndex {
             cfg,
             pages: Vec::new(),
             window: Window::default(),
-            sites: HashMap::new(),
+            sites: Sites::default(),
             shards: (0..shards.max(1)).map(|_| KeyShard::default()).collect(),
             routed: Vec::new(),
             whole_buckets: false,
@@ -1271,7 +1333,8 @@ impl NearIndex {
 
     /// [`Self::memory_bytes`] part by part, by the index's own accounting (capacities, not
     /// lengths): the page records (signatures, boilerplate mask, URL name), the window's
-    /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site and sighting, the
+    /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site and sighting with
+    /// the names of the sites held, the
     /// key tables (their entries, and the lists of keys held by several pages), the live pairs
     /// and each page's partners, and the URLs with their map.
     pub fn memory_parts(&self) -> [(&'static str, usize); 8] {
@@ -1285,7 +1348,7 @@ impl NearIndex {
             ("window bookkeeping", self.window.bytes()),
             (
                 "slot sites",
-                self.slots.capacity() * std::mem::size_of::<SlotInfo>(),
+                self.slots.capacity() * std::mem::size_of::<SlotInfo>() + self.sites.bytes(),
             ),
             ("key table entries", tables.clone().map(|t| t.0).sum()),
             ("key table lists", tables.map(|t| t.1).sum()),
@@ -1533,17 +1596,7 @@ impl NearIndex {
         sketch: &Sketch,
         answers: Option<&[ShardAnswer]>,
     ) -> Vec<u32> {
-        let site_name = site::site(site::host(&url));
-        let site = match self.sites.get(site_name) {
-            Some(&s) => s,
-            None => {
-                let next_site = self.sites.len() as u32;
-                *self
-                    .sites
-                    .entry(site_name.to_ascii_lowercase().into())
-                    .or_insert(next_site)
-            }
-        };
+        let site = self.sites.enter(&url);
         if self.pages.len() <= slot as usize {
             reserve_an_eighth(&mut self.pages);
             reserve_an_eighth(&mut self.slots);
@@ -1727,6 +1780,7 @@ impl NearIndex {
     fn drop_record(&mut self, slot: u32) {
         let page = self.pages[slot as usize].take().expect("live page");
         self.live -= 1;
+        self.sites.leave(&page.url, self.slots[slot as usize].site);
         if self.following {
             return;
         }
@@ -2257,6 +2311,53 @@ mod tests {
         assert!(touched[0] <= start, "{touched:?} from {start}");
         assert_eq!(touched[6] / 8, (end - 1) / 8, "{touched:?} to {end}");
         assert!(touched.windows(2).all(|w| w[1] - w[0] < 64), "{touched:?}");
+    }
+
+    /// A site is held while the window holds one of its pages; its number then goes to the
+    /// next new site, and pages keep telling their sites apart.
+    #[test]
+    fn sites_leave_with_their_last_page_and_their_numbers_are_reused() {
+        let cfg = NearConfig {
+            window_ms: 1_000,
+            ..NearConfig::default()
+        };
+        let mut index = NearIndex::new(cfg);
+        let mut out = Emitter::new();
+        let (a, b) = differing_in_first(0);
+        let mut fetch = |index: &mut NearIndex, url: &str, sketch: Option<&Sketch>, at: i64| {
+            index.advance(at, None, &mut out);
+            let f = Fetch {
+                url,
+                sketch,
+                fetched_at_ms: at,
+                crawl_id: None,
+            };
+            index.observe(&f, &mut out);
+        };
+        fetch(&mut index, "http://a.example/x", Some(&a), 0);
+        fetch(&mut index, "http://A.EXAMPLE/y", Some(&b), 0);
+        fetch(&mut index, "http://b.example/x", Some(&a), 0);
+        assert_eq!(index.sites.len(), 2);
+        let number = |index: &NearIndex, url: &str| {
+            let slot = index.window.by_url[url];
+            index.slots[slot as usize].site
+        };
+        let site_a = number(&index, "http://a.example/x");
+        assert_eq!(number(&index, "http://A.EXAMPLE/y"), site_a);
+        fetch(&mut index, "http://a.example/x", None, 1);
+        assert_eq!(index.sites.len(), 2);
+        fetch(&mut index, "http://A.EXAMPLE/y", None, 1);
+        assert_eq!(index.sites.len(), 1);
+        // The freed number goes to the next new site, which is not b.example's.
+        fetch(&mut index, "http://c.example/x", Some(&b), 2);
+        assert_eq!(number(&index, "http://c.example/x"), site_a);
+        assert_ne!(number(&index, "http://b.example/x"), site_a);
+        assert_eq!(index.live_pairs().len(), 1);
+        assert!(!index.pairs.values().next().unwrap().same_site);
+        // Out of the window by event time: no site is held.
+        fetch(&mut index, "http://d.example/x", None, 5_000);
+        assert_eq!(index.sites.len(), 0);
+        assert_eq!(index.stats().pages, 0);
     }
 
     /// Pages refetched again and again leave a stale expiry entry per fetch; the heap drops them
