@@ -396,8 +396,17 @@ impl Clusters {
         h.update(self.nodes[b as usize].url.as_bytes());
         h.update(&self.created.to_le_bytes());
         let id: Arc<str> = Arc::from(format!("{}-{:016x}", level_tag(self.level), h.digest()));
-        let c = self.next_cluster;
-        self.next_cluster += 1;
+        // Numbers wrap after 2^32 clusters (a week at 7,000 new clusters a second); a number
+        // still in use is skipped. A cluster given a number 2^32 creations ago and still alive
+        // is all that it could meet, and the stages downstream forget a cluster's number in the
+        // batch of moves that ends it.
+        let c = loop {
+            let c = self.next_cluster;
+            self.next_cluster = self.next_cluster.wrapping_add(1);
+            if !self.clusters.contains_key(&c) {
+                break c;
+            }
+        };
         self.clusters.insert(
             c,
             Cluster {
@@ -732,5 +741,27 @@ fn level_tag(level: PairLevel) -> &'static str {
         PairLevel::Exact => "ex",
         PairLevel::VirtuallyIdentical => "vi",
         PairLevel::VerySimilar => "vs",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cluster numbers wrap at 2^32 and skip the numbers of live clusters.
+    #[test]
+    fn cluster_numbers_wrap_around_live_clusters() {
+        let mut c = Clusters::new(PairLevel::VerySimilar);
+        let mut out = Emitter::new();
+        c.next_cluster = u32::MAX;
+        c.add_pair("http://a.example/1", "http://b.example/1", 0, &mut out);
+        assert_eq!(c.cluster_number("http://a.example/1"), Some(u32::MAX));
+        c.next_cluster = u32::MAX;
+        c.add_pair("http://a.example/2", "http://b.example/2", 0, &mut out);
+        // u32::MAX is taken: the number wraps to 0.
+        assert_eq!(c.cluster_number("http://a.example/2"), Some(0));
+        c.add_pair("http://a.example/3", "http://b.example/3", 0, &mut out);
+        assert_eq!(c.cluster_number("http://a.example/3"), Some(1));
+        assert_eq!(c.stats().clusters, 3);
     }
 }

@@ -837,11 +837,16 @@ impl Topology {
         }
     }
 
-    /// Moves the windows downstream of the pairs (exact groups, in-links) to `watermark`.
+    /// Moves the windows downstream of the pairs (exact groups, in-links, host addresses) to
+    /// `watermark`.
     fn advance_downstream(&mut self, watermark: i64) {
         self.state.exact.advance(watermark, &mut self.emitter);
         if let Some(l) = &mut self.state.inlinks {
             l.advance(watermark);
+        }
+        if self.runs_mirrors() {
+            let horizon = watermark.saturating_sub(self.cfg.window_ms);
+            self.state.mirrors.forget_addresses(horizon);
         }
     }
 
@@ -859,7 +864,7 @@ impl Topology {
     /// What mirrors and collections learn from a fetch before its pairs.
     fn fetched_mirrors(&mut self, f: &DownstreamFetch<'_>) {
         if let (true, Some(ip)) = (self.cfg.mirrors, f.ip) {
-            self.state.mirrors.host_address(f.url, ip);
+            self.state.mirrors.host_address(f.url, ip, f.fetched_at_ms);
         }
         if self.cfg.collections || self.cfg.hm_veto.is_some() {
             self.state

@@ -105,7 +105,10 @@ pub struct Mirrors {
     clusters: HashMap<u32, ClusterState>,
     pairs: HashMap<(Host, Host), PairEvidence>,
     hosts: HashMap<Host, HostCopies>,
-    addresses: HashMap<Host, Arc<str>>,
+    /// Each host's last address, with the newest fetch time it was seen with.
+    addresses: HashMap<Host, (Arc<str>, i64)>,
+    /// Hosts in `addresses` after the last [`Self::forget_addresses`] pass.
+    addresses_kept: usize,
 }
 
 /// The host of a URL (lower-case) and its path without query or fragment.
@@ -158,15 +161,39 @@ impl Mirrors {
         }
     }
 
-    /// Records the address a host was fetched from (the page event's `ip`).
-    pub fn host_address(&mut self, url: &str, ip: &str) {
+    /// Records the address a host was fetched from (the page event's `ip`) at `at_ms`.
+    pub fn host_address(&mut self, url: &str, ip: &str, at_ms: i64) {
         let host = split_url(url).0.to_ascii_lowercase();
-        match self.addresses.get(host.as_str()) {
-            Some(a) if **a == *ip => {}
-            _ => {
-                self.addresses.insert(Arc::from(host), Arc::from(ip));
+        match self.addresses.get_mut(host.as_str()) {
+            Some((a, at)) => {
+                *at = (*at).max(at_ms);
+                if **a != *ip {
+                    *a = Arc::from(ip);
+                }
+            }
+            None => {
+                self.addresses
+                    .insert(Arc::from(host), (Arc::from(ip), at_ms));
             }
         }
+    }
+
+    /// Hosts whose address is held.
+    pub fn addresses_held(&self) -> usize {
+        self.addresses.len()
+    }
+
+    /// Forgets the addresses of hosts last fetched before `horizon_ms`, once the hosts have
+    /// doubled since the last pass (so each pass is paid for by as many new hosts). A host that
+    /// left the window has no page in a cluster, so no host pair of it is reported until it is
+    /// fetched again, which records its address again; without this the map kept every host
+    /// ever fetched.
+    pub fn forget_addresses(&mut self, horizon_ms: i64) {
+        if self.addresses.len() < 2 * self.addresses_kept.max(1024) {
+            return;
+        }
+        self.addresses.retain(|_, (_, at)| *at >= horizon_ms);
+        self.addresses_kept = self.addresses.len();
     }
 
     /// Applies a batch of cluster membership moves, then reports what changed.
@@ -301,7 +328,7 @@ impl Mirrors {
             let prefixes = self.listed_prefixes(&e.prefixes, e.agreeing);
             let same_address = matches!(
                 (self.addresses.get(&hp.0), self.addresses.get(&hp.1)),
-                (Some(a), Some(b)) if a == b
+                (Some((a, _)), Some((b, _))) if a == b
             );
             let same_paths = !prefixes.is_empty() && prefixes.iter().all(|[a, b]| a == b);
             if strip_www(&hp.0) == strip_www(&hp.1) || (same_address && same_paths) {
@@ -439,6 +466,39 @@ fn contributions(st: &ClusterState, max_hosts: usize) -> (Vec<Contribution>, Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hosts not fetched since the horizon are forgotten once the map has doubled; a host
+    /// fetched again since (under another address too) keeps its newest address.
+    #[test]
+    fn addresses_of_hosts_out_of_the_window_are_forgotten() {
+        let mut m = Mirrors::default();
+        for h in 0..1500i64 {
+            m.host_address(&format!("http://h{h}.example/"), "192.0.2.1", h);
+            m.forget_addresses(1000);
+        }
+        // Not yet twice the first pass's minimum of 1024.
+        assert_eq!(m.addresses.len(), 1500);
+        m.host_address("http://h3.example/x", "192.0.2.9", 1200);
+        m.host_address("http://h4.example/x", "192.0.2.1", 1300);
+        m.host_address("http://h5.example/x", "192.0.2.9", 5);
+        for h in 1500..2048i64 {
+            m.host_address(&format!("http://h{h}.example/"), "192.0.2.1", h);
+        }
+        m.forget_addresses(1000);
+        // h1000..h2047 are at or after the horizon; h3 and h4 were fetched again since.
+        assert_eq!(m.addresses.len(), 1048 + 2);
+        assert_eq!(
+            m.addresses.get("h3.example"),
+            Some(&(Arc::from("192.0.2.9"), 1200))
+        );
+        assert_eq!(m.addresses.get("h4.example").map(|a| a.1), Some(1300));
+        assert!(!m.addresses.contains_key("h5.example"));
+        assert!(!m.addresses.contains_key("h999.example"));
+        // The next pass waits until the map has doubled again.
+        m.host_address("http://late.example/", "192.0.2.1", 3000);
+        m.forget_addresses(3000);
+        assert_eq!(m.addresses.len(), 1051);
+    }
 
     #[test]
     fn prefixes_are_the_paths_minus_their_common_suffix() {

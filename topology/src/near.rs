@@ -2371,7 +2371,12 @@ mod tests {
         let mut index = NearIndex::new(cfg);
         let mut out = Emitter::new();
         let pages: Vec<(String, Sketch)> = (0..7)
-            .map(|i| (format!("http://s{i}.example/p"), differing_in_first(i * 12).1))
+            .map(|i| {
+                (
+                    format!("http://s{i}.example/p"),
+                    differing_in_first(i * 12).1,
+                )
+            })
             .collect();
         for t in 0..10_000i64 {
             let (url, sketch) = &pages[t as usize % pages.len()];

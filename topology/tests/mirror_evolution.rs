@@ -147,3 +147,40 @@ fn the_mirror_stage_can_be_turned_off() {
         "one cluster per page and its copy"
     );
 }
+
+/// A crawl through thousands of other hosts first: their addresses are forgotten once they are
+/// a window old (the mirror stage held every host ever fetched before), and the pair's states
+/// are those of a crawl of the two hosts alone.
+#[test]
+fn hosts_out_of_the_window_are_forgotten_and_the_mirror_states_stay() {
+    let rounds = [
+        round(16, 1, Mirror::Serves),
+        round(23, 1, Mirror::Down(6)),
+        round(28, 1, Mirror::Serves),
+    ];
+    let mut alone = Topology::new(Config::default());
+    let expected: Vec<_> = rounds.iter().map(|r| states(&mut alone, r)).collect();
+
+    let mut topo = Topology::new(Config::default());
+    let filler = |day: u32, from: usize| -> Vec<Vec<u8>> {
+        (from..from + 5000)
+            .map(|h| {
+                let url = format!("http://host{h}.example/");
+                let body = format!("<p>filler page {h}</p>");
+                record(&url, day, h % 5000, 200, "203.0.113.5", &body)
+            })
+            .collect()
+    };
+    states(&mut topo, &filler(0, 0));
+    assert_eq!(topo.mirrors().addresses_held(), 5000);
+    // The second 5,000 hosts come a fortnight later, when the first are out of the window.
+    states(&mut topo, &filler(15, 5000));
+    assert!(
+        topo.mirrors().addresses_held() <= 5000,
+        "{} addresses held",
+        topo.mirrors().addresses_held()
+    );
+    let got: Vec<_> = rounds.iter().map(|r| states(&mut topo, r)).collect();
+    assert_eq!(got, expected);
+    assert!(!expected[0].is_empty());
+}
