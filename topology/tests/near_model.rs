@@ -101,29 +101,29 @@ enum Op {
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
-    (
-        0..URLS.len(),
-        prop_oneof![4 => (0..7usize).prop_map(Some), 1 => Just(None)],
-        prop_oneof![
-            3 => 0..DAY_MS / 2,
-            1 => DAY_MS..2 * WINDOW_MS,
-            1 => -DAY_MS..0i64,
-        ],
-    )
-        .prop_map(|(u, c, dt)| Op::Fetch(u, c, dt))
+    fetch_op(prop_oneof![
+        3 => 0..DAY_MS / 2,
+        1 => DAY_MS..2 * WINDOW_MS,
+        1 => -DAY_MS..0i64,
+    ])
 }
 
 /// Fetches mostly close together in time, with a rare jump: many fetches fall in one window,
 /// so the expiry heap fills with stale entries.
 fn dense_op() -> impl Strategy<Value = Op> {
+    fetch_op(prop_oneof![
+        30 => 0..DAY_MS / 50,
+        1 => DAY_MS..2 * WINDOW_MS,
+        2 => -DAY_MS / 10..0i64,
+    ])
+}
+
+/// A fetch of a random URL with a random content (or none), `dt` after the previous one.
+fn fetch_op(dt: impl Strategy<Value = i64>) -> impl Strategy<Value = Op> {
     (
         0..URLS.len(),
         prop_oneof![4 => (0..7usize).prop_map(Some), 1 => Just(None)],
-        prop_oneof![
-            30 => 0..DAY_MS / 50,
-            1 => DAY_MS..2 * WINDOW_MS,
-            2 => -DAY_MS / 10..0i64,
-        ],
+        dt,
     )
         .prop_map(|(u, c, dt)| Op::Fetch(u, c, dt))
 }
