@@ -59,7 +59,8 @@ pub struct ExactStats {
     pub urls: u64,
     /// Exact-duplicate clusters currently alive.
     pub clusters: u64,
-    /// Entries evicted because their fetch left the window.
+    /// Entries evicted because their fetch left the window, or because the sketch window's
+    /// page budget evicted their page ([`ExactIndex::evict`]).
     pub evicted: u64,
     /// Fetches older than the URL's entry, ignored.
     pub stale: u64,
@@ -115,6 +116,11 @@ impl ExactIndex {
         }
     }
 
+    /// URLs held.
+    pub fn urls(&self) -> usize {
+        self.by_url.len()
+    }
+
     /// The exact-duplicate cluster id of `url`, if it is in one.
     pub fn cluster_of(&self, url: &str) -> Option<String> {
         let e = self.by_url.get(url)?;
@@ -128,6 +134,20 @@ impl ExactIndex {
             self.stats.evicted += 1;
             self.remove(&url, out);
         }
+    }
+
+    /// Takes `url` out of its group, as if its fetch had left the window: the sketch window's
+    /// page budget evicted it, and the exact groups keep no more URLs than that window.
+    pub fn evict(&mut self, url: &str, out: &mut Emitter) {
+        let Some(entry) = self.by_url.get(url) else {
+            return;
+        };
+        let url = self
+            .expiry
+            .remove(entry.ticket)
+            .expect("expiry tracks every URL");
+        self.stats.evicted += 1;
+        self.remove(&url, out);
     }
 
     /// Applies one fetch of a URL.

@@ -72,6 +72,14 @@ impl History {
         }
     }
 
+    /// Forgets `url`'s fetch (the sketch window's page budget evicted the page): the history
+    /// keeps no more URLs than that window, and the URL's next fetch has no change to report.
+    pub fn forget(&mut self, url: &str) {
+        if let Some(f) = self.by_url.remove(url) {
+            self.expiry.remove(f.ticket);
+        }
+    }
+
     /// A fetch at `at_ms` that found `url`'s content unchanged (304 Not Modified): the fetch held
     /// is current as of then, so it stays a window from then and the next fetch's change is
     /// since then. False when no fetch of `url` is held, or a later one is.

@@ -92,6 +92,12 @@ impl InLinks {
         }
     }
 
+    /// Takes `page`'s out-links out (the sketch window's page budget evicted it), as when its
+    /// fetch leaves the window by event time.
+    pub fn evict(&mut self, page: &str) {
+        self.forget(page);
+    }
+
     /// The targets whose counts changed since the last call (repeats possible, in order).
     pub fn take_changed(&mut self) -> Vec<Arc<str>> {
         std::mem::take(&mut self.changed)

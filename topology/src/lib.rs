@@ -256,6 +256,21 @@ impl<'a> Links<'a> {
     }
 }
 
+/// URLs held by the parts of a [`Topology`] that keep URLs of the window
+/// ([`Topology::kept_urls`]): each is bounded by the window's event time and by its page
+/// budget (`near.max_pages`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptUrls {
+    /// Pages in the sketch window (in a split index stage, its window's).
+    pub window: usize,
+    /// URLs in the exact-duplicate groups (where exact groups run).
+    pub exact: usize,
+    /// URLs whose last fetch the change history keeps (where signatures are emitted).
+    pub history: usize,
+    /// Pages whose out-links the in-link counts hold (with an in-link canonical policy).
+    pub inlinks: usize,
+}
+
 /// The index stage's record of one applied page for the cluster stage: everything the parts
 /// downstream of the pairs read of the page, the index's window and the pair changes.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -286,6 +301,9 @@ struct IndexedPage {
     in_window: bool,
     /// URLs that left the index's window while this page was applied.
     left: Vec<Arc<str>>,
+    /// Those of `left` that the page budget evicted: they leave the exact groups and the
+    /// in-links too.
+    over_budget: Vec<Arc<str>>,
     /// The pair changes this page caused, in order.
     changes: Vec<near::PairChange>,
 }
@@ -541,6 +559,16 @@ impl Topology {
         }
     }
 
+    /// How many URLs each part that keeps URLs of the window holds now.
+    pub fn kept_urls(&self) -> KeptUrls {
+        KeptUrls {
+            window: self.near_stats().pages as usize,
+            exact: self.state.exact.urls(),
+            history: self.state.history.len(),
+            inlinks: self.state.inlinks.as_ref().map_or(0, |l| l.pages()),
+        }
+    }
+
     /// The sketch index (for inspection: live pairs, window, memory).
     pub fn near_index(&self) -> &near::NearIndex {
         &self.state.near
@@ -783,6 +811,17 @@ impl Topology {
             Some(s) => self.steps.extend(s.observe(&fetch)),
             None => self.state.near.observe(&fetch, &mut self.emitter),
         }
+        // Pages the page budget evicted leave what the topology keeps of their URLs too.
+        let over_budget = match &mut self.state.sequencer {
+            Some(s) => s.take_over_budget(),
+            None => self.state.near.take_over_budget(),
+        };
+        for url in &over_budget {
+            self.state.history.forget(url);
+        }
+        if downstream {
+            self.evict_downstream(&over_budget);
+        }
         let changes: Vec<near::PairChange> = self.state.near.take_changes().collect();
         match self.state.role {
             Role::Index => {
@@ -811,6 +850,7 @@ impl Topology {
                         None => self.state.near.sketch_of(&page.url).is_some(),
                     },
                     left: self.state.near.take_removed(),
+                    over_budget,
                     changes,
                 };
                 let key = record.url.clone();
@@ -847,6 +887,17 @@ impl Topology {
         if self.runs_mirrors() {
             let horizon = watermark.saturating_sub(self.cfg.window_ms);
             self.state.mirrors.forget_addresses(horizon);
+        }
+    }
+
+    /// The URLs the sketch window's page budget evicted leave the exact groups and the
+    /// in-links, which otherwise keep them until their fetch leaves the window by event time.
+    fn evict_downstream(&mut self, urls: &[Arc<str>]) {
+        for url in urls {
+            self.state.exact.evict(url, &mut self.emitter);
+            if let Some(l) = &mut self.state.inlinks {
+                l.evict(url);
+            }
         }
     }
 
@@ -1042,6 +1093,7 @@ impl Topology {
             self.fetched_downstream(&r.fetch());
             self.observe_exact(&r.url, r.checksum, r.fetched_at_ms);
         }
+        self.evict_downstream(&r.over_budget);
         let mirrors_here = self.runs_mirrors();
         if mirrors_here {
             self.follow_window(&r);
@@ -1366,7 +1418,7 @@ struct PreparedPage {
 }
 
 /// Layout of the internal records between the sign and index stages; bump on any change.
-const INTERNAL_FORMAT: u32 = 6;
+const INTERNAL_FORMAT: u32 = 7;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).

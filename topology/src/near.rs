@@ -771,6 +771,11 @@ struct Window {
     stale: u64,
     evicted_by_time: u64,
     evicted_by_budget: u64,
+    /// The URLs the page budget evicted since the last [`Window::take_over_budget`]: the parts
+    /// downstream that keep URLs of the window (exact groups, change history, in-links) let
+    /// them go too, so the budget bounds them as well.
+    #[serde(skip)]
+    over_budget: Vec<Arc<str>>,
 }
 
 impl Default for Window {
@@ -785,6 +790,7 @@ impl Default for Window {
             stale: 0,
             evicted_by_time: 0,
             evicted_by_budget: 0,
+            over_budget: Vec::new(),
         }
     }
 }
@@ -857,6 +863,9 @@ impl Window {
             };
             if self.is_current(slot, generation) {
                 self.evicted_by_budget += 1;
+                if let Some((url, _)) = self.by_url.get_key_value(host.url(slot)) {
+                    self.over_budget.push(url.clone());
+                }
                 self.remove(slot, f.crawl_id, host);
             }
         }
@@ -930,6 +939,10 @@ impl Window {
     fn remove(&mut self, slot: u32, crawl_id: Option<&str>, host: &mut impl WindowHost) {
         self.close(slot, host);
         host.change(Change::Removed { slot, crawl_id });
+    }
+
+    fn take_over_budget(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.over_budget)
     }
 
     fn bytes(&self) -> usize {
@@ -1425,6 +1438,11 @@ impl NearIndex {
         let max_pages = self.cfg.max_pages;
         window.observe(f, max_pages, &mut Lockstep { index: self, out });
         self.window = window;
+    }
+
+    /// The URLs the page budget (`max_pages`) evicted since the last call, oldest first.
+    pub fn take_over_budget(&mut self) -> Vec<Arc<str>> {
+        self.window.take_over_budget()
     }
 
     /// Files `url`'s content `sketch` in `slot`, after the URL's previous content leaves
@@ -2043,6 +2061,11 @@ impl Sequencer {
         };
         self.window.observe(f, self.cfg.max_pages, &mut host);
         std::mem::take(&mut self.steps)
+    }
+
+    /// As [`NearIndex::take_over_budget`].
+    pub fn take_over_budget(&mut self) -> Vec<Arc<str>> {
+        self.window.take_over_budget()
     }
 
     /// The steps of moving the window's end to `watermark_ms` (as [`NearIndex::advance`]).

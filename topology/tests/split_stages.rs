@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 mod common;
-use common::{everything_on, mixed_stream, revalidated_stream};
+use common::{everything_on, exact_copies_stream, mixed_stream, revalidated_stream};
 
 fn by_kind(out: &[Emit]) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
     let mut m: BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> = BTreeMap::new();
@@ -260,6 +260,46 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
             "{kind:?}: the stream exercises it"
         );
     }
+}
+
+/// Pages the index stage's page budget evicts leave the cluster stage's exact groups and in-link
+/// counts as they leave the all-in-one's: the index stage's record names them, and the outputs
+/// (exact pairs retracted, clusters dissolved) are the all-in-one's, in order.
+#[test]
+fn budget_evictions_reach_the_cluster_stage() {
+    let mut cfg = evicting_split_config();
+    cfg.near.max_pages = 8;
+    let lines = exact_copies_stream(30);
+    let (mut whole, expected) = all_in_one(&cfg, &lines);
+    let mut preparer = Preparer::new(&cfg);
+    let sign = SignStage::new(&cfg);
+    let mut signer = Topology::new(cfg.clone());
+    let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
+    let mut cluster = Topology::with_role(cfg.clone(), Role::Cluster).expect("cluster");
+    let reader = InternalReader::new(&cfg);
+    let mut got = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let stages = (&mut preparer, &sign, &mut signer);
+        let src = two_partitions(i);
+        let record = sign_and_index(stages, &mut index, &reader, (line, &src), &mut got)
+            .expect("no dead letters");
+        cluster.apply_indexed(reader.indexed(&record).expect("reads back"), &mut got);
+        let kept = (index.kept_urls(), cluster.kept_urls());
+        assert!(kept.0.window <= 8 && kept.0.history <= 8, "{kept:?}");
+        assert!(kept.1.exact <= 8 && kept.1.inlinks <= 8, "{kept:?}");
+    }
+    assert_eq!(cluster.exact_stats().evicted, whole.exact_stats().evicted);
+    assert_eq!(whole.exact_stats().evicted, 60 - 8);
+    let want = finish_and_compare(&mut whole, expected, &mut cluster, got);
+    let retracted = want[&OutputKind::Pairs]
+        .iter()
+        .filter(|(_, v)| String::from_utf8_lossy(v).contains("\"retracted\""))
+        .count();
+    assert_eq!(
+        retracted,
+        30 - 4,
+        "every exact pair but the 4 newest is retracted"
+    );
 }
 
 /// sign -> index -> cluster -> mirror (`mirror_stage`): the cluster stage leaves mirrors and

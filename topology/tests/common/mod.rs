@@ -171,3 +171,26 @@ pub fn revalidated_stream(edited: bool) -> Vec<Vec<u8>> {
     records.push(record(a, 15, 50, 200, ip, &body));
     records
 }
+
+/// `pages` distinct pages, each fetched on two hosts with the same body (an exact pair) and
+/// linking to three others, all on the first day, ten seconds apart.
+pub fn exact_copies_stream(pages: usize) -> Vec<Vec<u8>> {
+    let mut lines = Vec::new();
+    for i in 0..pages {
+        let links: String = (1..=3)
+            .map(|k| format!("<a href=\"/p{}.html\">more</a>", (i + k) % pages))
+            .collect();
+        let body = format!(
+            "<html><head><title>Page {i}</title></head><body>{links}<p>{}</p></body></html>",
+            prose(5_000 + i as u64, 200)
+        );
+        for (h, host) in ["http://one.example", "http://two.example"]
+            .iter()
+            .enumerate()
+        {
+            let url = format!("{host}/p{i}.html");
+            lines.push(record(&url, 0, 10 * (2 * i + h), 200, "192.0.2.9", &body));
+        }
+    }
+    lines
+}
