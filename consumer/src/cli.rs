@@ -92,7 +92,8 @@ pub struct TopologyArgs {
     /// `combined` (Henzinger: B-similar and C >= 355).
     #[arg(long, default_value = "neardup", value_parser = parse_policy, env = "NEARDUP_POLICY")]
     pub policy: neardup_topology::near::Policy,
-    /// At most this many pages in the sketch window; beyond it the oldest fetch is evicted.
+    /// At most this many pages in the sketch window; beyond it the oldest fetch is evicted, and
+    /// leaves the exact-duplicate groups, the change history and the in-link counts as well.
     #[arg(long, default_value_t = 4_000_000, env = "NEARDUP_MAX_WINDOW_PAGES")]
     pub max_window_pages: usize,
     /// Default policy: minimum Jaccard, estimated on the positions that are not site
