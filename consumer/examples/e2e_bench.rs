@@ -7,7 +7,7 @@
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
 //!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S] \
-//!     [-- NEARDUP_RUN_ARGS...]
+//!     [--echo-baseline] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -31,6 +31,10 @@
 //! hop's delay (page produced -> `internal.signed` -> `internal.indexed`, record by record,
 //! and from a page's `internal.indexed` record to its pair events);
 //! `--live-stages sign,index` runs only the stages listed.
+//!
+//! `--echo-baseline` runs, before and after step 4, a consumer that only passes each record on
+//! (with neardup's client settings), fed the same records at the same rate: the delay the broker
+//! and the client library add on their own at that rate, the floor under step 4's latency.
 //!
 //! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumer (repeatable);
 //! `--bare-only` stops after the bare read.
@@ -292,7 +296,7 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
 const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
      [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
      [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] \
-     [--live-stages S,S] [-- NEARDUP_RUN_ARGS...]\n\
+     [--live-stages S,S] [--echo-baseline] [-- NEARDUP_RUN_ARGS...]\n\
      EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
      (see the comment at the top of consumer/examples/e2e_bench.rs)";
 
@@ -353,11 +357,16 @@ fn main() {
     ];
     let prefix = |run: &str| format!("bench-{id}.{run}.");
     let live_topic = format!("bench-{id}.live.pages");
+    let echo_topic = |when: &str| format!("bench-{id}.echo-{when}.pages");
     let mut names = vec![
         topic.clone(),
         live_topic.clone(),
         warm_up_topic(&live_topic),
     ];
+    for when in ["before", "after"] {
+        let t = echo_topic(when);
+        names.extend([warm_up_topic(&t), format!("{t}.out"), t]);
+    }
     for run in ["run", "live", "split"] {
         names.extend(kinds.iter().map(|k| format!("{}{k}", prefix(run))));
     }
@@ -450,6 +459,10 @@ fn main() {
     let n = latency_n.min(lines.len());
     // `--latency-rate R` feeds the live run at R records/s instead.
     let half = latency_rate.unwrap_or(rate / 2.0);
+    let echo = args.iter().any(|a| a == "--echo-baseline");
+    if echo {
+        echo_baseline(&brokers, &echo_topic("before"), &lines[..n], half, "before");
+    }
     let brokers2 = brokers.clone();
     let live_prefix = prefix("live");
     let live_args: Vec<String> = passed.iter().map(|a| a.to_string()).collect();
@@ -596,6 +609,11 @@ fn main() {
         percentile(&steady, 0.99),
         steady.last().copied().unwrap_or(0)
     );
+    if echo {
+        // Again after neardup's run: tansu, which keeps every topic in memory, grows slower
+        // as it holds more, so the two bracket the broker's share of the live run's delays.
+        echo_baseline(&brokers, &echo_topic("after"), &lines[..n], half, "after");
+    }
     if !after_indexed.is_empty() {
         after_indexed.sort_unstable();
         println!(
@@ -606,6 +624,85 @@ fn main() {
             after_indexed.last().copied().unwrap_or(0)
         );
     }
+}
+
+/// `--echo-baseline`: the delay the broker and the client library alone add at the live run's
+/// rate. A consumer that does nothing but pass each record on (a small record with its key, to
+/// `TOPIC.out`), with the librdkafka settings `neardup run` uses for both directions, is fed
+/// `lines` at `rate` records/s, alone on the machine, `when` (before or after) neardup's live
+/// run: each record's delay is the append time of the record passed on minus the produce time
+/// of the page event. It is the floor under neardup's latency on this broker at this hour.
+fn echo_baseline(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: f64, when: &str) {
+    let out = format!("{topic}.out");
+    let n = lines.len();
+    let (brokers2, topic2, out2) = (brokers.to_owned(), topic.to_owned(), out.clone());
+    let deadline = Duration::from_secs_f64(n as f64 / rate + 30.0);
+    let echo = std::thread::spawn(move || {
+        let mut cfg = config(&brokers2);
+        cfg.set("fetch.message.max.bytes", "20000000")
+            .set("fetch.wait.max.ms", "10");
+        let consumer = from_beginning(cfg, &topic2, "echo");
+        let producer: BaseProducer = config(&brokers2)
+            .set("linger.ms", "5")
+            .set("compression.type", "lz4")
+            .set("acks", "all")
+            .create()
+            .expect("echo producer");
+        let start = Instant::now();
+        let mut passed = 0;
+        while passed < n && start.elapsed() < deadline {
+            if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+                let m = m.expect("echo read");
+                let mut rec = BaseRecord::<[u8], [u8]>::to(&out2)
+                    .key(m.key().unwrap_or(&[]))
+                    .payload(&b"1"[..]);
+                loop {
+                    match producer.send(rec) {
+                        Ok(()) => break,
+                        Err((_, r)) => {
+                            rec = r;
+                            producer.poll(Duration::from_millis(10));
+                        }
+                    }
+                }
+                passed += 1;
+            }
+            producer.poll(Duration::ZERO);
+        }
+        producer.flush(Duration::from_secs(30)).expect("echo flush");
+        passed
+    });
+    std::thread::sleep(Duration::from_secs(3)); // the consumer's connection and first fetch
+    let produced = produce(brokers, topic, lines, Some(rate));
+    let passed = echo.join().expect("echo thread");
+    let echoed = stamps(brokers, &out);
+    if passed != n || echoed.len() != n {
+        println!(
+            "echo baseline ({when} neardup's live run): {passed} records passed on, {} appended, of {n}: not matched",
+            echoed.len()
+        );
+        return;
+    }
+    let delays = |from_ms: i64| {
+        let mut d: Vec<i64> = produced
+            .iter()
+            .zip(&echoed)
+            .filter(|(p, _)| **p - produced[0] >= from_ms)
+            .map(|(p, e)| e - p)
+            .collect();
+        d.sort_unstable();
+        d
+    };
+    let (all, steady) = (delays(0), delays(2000));
+    println!(
+        "echo baseline ({when} neardup's live run: the broker and client alone), page event produced -> record passed on appended, at {rate:.0} records/s over {n} records: median {} ms, p99 {} ms, max {} ms; after the first 2 s: median {} ms, p99 {} ms, max {} ms",
+        percentile(&all, 0.5),
+        percentile(&all, 0.99),
+        all.last().copied().unwrap_or(0),
+        percentile(&steady, 0.5),
+        percentile(&steady, 0.99),
+        steady.last().copied().unwrap_or(0),
+    );
 }
 
 /// The internal topics of a split topology with a mirror stage (one partition each, as the
