@@ -753,15 +753,62 @@ trait WindowHost {
     fn change(&mut self, change: Change<'_>);
 }
 
+/// Which slot holds which URL: a table of bare slot numbers, each found by the hash of the URL
+/// its slot holds, which the caller reads from wherever the pages keep their URLs (`url_of`).
+/// A map keyed by the URL (`HashMap<Arc<str>, u32>`) kept a second pointer to every URL beside
+/// the page's own: 24 bytes an entry against 4.
+#[derive(Debug, Default)]
+struct UrlSlots {
+    table: hashbrown::HashTable<u32>,
+}
+
+impl UrlSlots {
+    fn hash(url: &str) -> u64 {
+        use std::hash::BuildHasher;
+        crate::hash::StrBuild::default().hash_one(url)
+    }
+
+    fn get<'a>(&self, url: &str, url_of: impl Fn(u32) -> &'a str) -> Option<u32> {
+        self.table
+            .find(Self::hash(url), |&s| url_of(s) == url)
+            .copied()
+    }
+
+    /// Adds `url` in `slot` (not held yet; every slot held already is `url_of` it).
+    fn insert<'a>(&mut self, url: &str, slot: u32, url_of: impl Fn(u32) -> &'a str) {
+        self.table
+            .insert_unique(Self::hash(url), slot, |&s| Self::hash(url_of(s)));
+    }
+
+    fn remove<'a>(&mut self, url: &str, url_of: impl Fn(u32) -> &'a str) -> Option<u32> {
+        match self
+            .table
+            .find_entry(Self::hash(url), |&s| url_of(s) == url)
+        {
+            Ok(entry) => Some(entry.remove().0),
+            Err(_) => None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Bytes of the table (a control byte beside each entry).
+    fn bytes(&self) -> usize {
+        self.table.capacity() * (std::mem::size_of::<u32>() + 1)
+    }
+}
+
 /// The window's bookkeeping: which URL is in which slot, when each was fetched, and which page
 /// leaves next by event time or by the page budget. It decides from URLs, event times and
 /// whether a fetch brings new content, never from verification, so a [`Sequencer`] can run it
 /// ahead of the verification, with key shards answering in between.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Window {
-    /// Rebuilt from the pages after a restore, so the URL strings stay shared.
+    /// Rebuilt from the pages after a restore.
     #[serde(skip)]
-    by_url: HashMap<Arc<str>, u32, crate::hash::StrBuild>,
+    by_url: UrlSlots,
     stamps: Vec<Stamp>,
     free: Vec<u32>,
     expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
@@ -781,7 +828,7 @@ struct Window {
 impl Default for Window {
     fn default() -> Self {
         Window {
-            by_url: HashMap::default(),
+            by_url: UrlSlots::default(),
             stamps: Vec::new(),
             free: Vec::new(),
             expiry: BinaryHeap::new(),
@@ -797,11 +844,15 @@ impl Default for Window {
 
 impl Window {
     /// Rebuilds the URL map (which a checkpoint leaves out) from the URL held in each slot.
-    fn restore_urls<'a>(&mut self, slots: impl Iterator<Item = Option<&'a Arc<str>>>) {
-        self.by_url = slots
-            .enumerate()
-            .filter_map(|(slot, url)| url.map(|u| (u.clone(), slot as u32)))
-            .collect();
+    fn restore_urls(&mut self, urls: &[Option<&str>]) {
+        let mut by_url = UrlSlots::default();
+        let url_of = |s: u32| urls[s as usize].expect("a held slot");
+        for (slot, url) in urls.iter().enumerate() {
+            if let Some(url) = url {
+                by_url.insert(url, slot as u32, url_of);
+            }
+        }
+        self.by_url = by_url;
     }
 
     /// `base` with the window's own counters: stale fetches and evictions.
@@ -823,7 +874,7 @@ impl Window {
             self.stale += 1;
             return;
         }
-        let existing = self.by_url.get(f.url).copied();
+        let existing = self.by_url.get(f.url, |s| host.url(s));
         if let Some(slot) = existing {
             if f.fetched_at_ms < self.stamps[slot as usize].at_ms {
                 self.stale += 1;
@@ -849,7 +900,7 @@ impl Window {
             self.stamps.push(Stamp::default());
             (self.stamps.len() - 1) as u32
         });
-        self.by_url.insert(url.clone(), slot);
+        self.by_url.insert(&url, slot, |s| host.url(s));
         self.stamp(slot, f.fetched_at_ms);
         host.change(Change::Filed {
             slot,
@@ -863,9 +914,7 @@ impl Window {
             };
             if self.is_current(slot, generation) {
                 self.evicted_by_budget += 1;
-                if let Some((url, _)) = self.by_url.get_key_value(host.url(slot)) {
-                    self.over_budget.push(url.clone());
-                }
+                self.over_budget.push(Arc::from(host.url(slot)));
                 self.remove(slot, f.crawl_id, host);
             }
         }
@@ -931,7 +980,7 @@ impl Window {
 
     /// Frees `slot` (the host still holds its page).
     fn close(&mut self, slot: u32, host: &impl WindowHost) {
-        self.by_url.remove(host.url(slot));
+        self.by_url.remove(host.url(slot), |s| host.url(s));
         self.stamps[slot as usize].live = false;
         self.free.push(slot);
     }
@@ -1257,8 +1306,13 @@ impl NearIndex {
             // A follower's window stays empty: the sequencer keeps it.
             return;
         }
-        self.window
-            .restore_urls(self.pages.iter().map(|p| p.as_ref().map(|p| &p.url)));
+        self.window.restore_urls(
+            &self
+                .pages
+                .iter()
+                .map(|p| p.as_ref().map(|p| &*p.url))
+                .collect::<Vec<_>>(),
+        );
     }
 
     /// The pair changes since the last call, in the order their events were emitted.
@@ -1321,8 +1375,7 @@ impl NearIndex {
     /// Hyperlink Map veto); returns whether it was live. Either page fetched again is verified
     /// afresh.
     pub fn veto(&mut self, a: &str, b: &str, crawl_id: Option<&str>, out: &mut Emitter) -> bool {
-        let by_url = &self.window.by_url;
-        let (Some(&sa), Some(&sb)) = (by_url.get(a), by_url.get(b)) else {
+        let (Some(sa), Some(sb)) = (self.slot_of(a), self.slot_of(b)) else {
             return false;
         };
         let Some(info) = self.pairs.remove(&ordered(sa, sb)) else {
@@ -1371,19 +1424,26 @@ impl NearIndex {
             ("pair partners", self.partners.bytes()),
             (
                 URL_PART,
-                by_url.capacity() * (std::mem::size_of::<(Arc<str>, u32)>() + 1)
-                    + by_url.keys().map(|u| u.len() + 16).sum::<usize>(),
+                by_url.bytes()
+                    + (self.pages.iter().flatten())
+                        .map(|p| p.url.len() + 16)
+                        .sum::<usize>(),
             ),
         ]
     }
 
     /// The sketch the window holds for `url`.
     pub fn sketch_of(&self, url: &str) -> Option<&Sketch> {
-        self.window.by_url.get(url).map(|&s| &self.page(s).sketch)
+        self.slot_of(url).map(|s| &self.page(s).sketch)
     }
 
     fn url(&self, slot: u32) -> &str {
         &self.page(slot).url
+    }
+
+    /// The slot of `url`, when the window holds it.
+    fn slot_of(&self, url: &str) -> Option<u32> {
+        self.window.by_url.get(url, |s| self.url(s))
     }
 
     /// Loads one byte of every cache line the verification reads of the records of `slots`,
@@ -2028,18 +2088,24 @@ impl Sequencer {
 
     /// Rebuilds what a checkpoint leaves out (the URL map) after a restore.
     pub(crate) fn after_restore(&mut self) {
-        self.window
-            .restore_urls(self.held.iter().map(|p| p.as_ref().map(|p| &p.0)));
+        self.window.restore_urls(
+            &self
+                .held
+                .iter()
+                .map(|p| p.as_ref().map(|p| &*p.0))
+                .collect::<Vec<_>>(),
+        );
     }
 
     /// True when `url` is in the window.
     pub fn holds(&self, url: &str) -> bool {
-        self.window.by_url.contains_key(url)
+        self.sketch_of(url).is_some()
     }
 
     /// The content sketch `url` holds in the window, if any.
     pub fn sketch_of(&self, url: &str) -> Option<&Sketch> {
-        let slot = *self.window.by_url.get(url)?;
+        let url_of = |s: u32| &*self.held[s as usize].as_ref().expect("held page").0;
+        let slot = self.window.by_url.get(url, url_of)?;
         self.held[slot as usize].as_ref().map(|(_, sketch)| sketch)
     }
 
@@ -2361,7 +2427,7 @@ mod tests {
         fetch(&mut index, "http://b.example/x", Some(&a), 0);
         assert_eq!(index.sites.len(), 2);
         let number = |index: &NearIndex, url: &str| {
-            let slot = index.window.by_url[url];
+            let slot = index.slot_of(url).expect("a held URL");
             index.slots[slot as usize].site
         };
         let site_a = number(&index, "http://a.example/x");
@@ -2846,6 +2912,67 @@ mod agreement_props {
                 expect |= u128::from(a[i] == b[i]) << i;
             }
             prop_assert_eq!(agreement(&a, &b), expect);
+        }
+    }
+}
+
+#[cfg(test)]
+mod url_slots_props {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    proptest! {
+        /// The table of bare slot numbers finds the slot of every URL held, and none of a URL
+        /// let go, as a map keyed by URL does, through growth and removals, with slots reused
+        /// the way the window reuses them; rebuilt from the slots, it answers the same.
+        #[test]
+        fn url_slots_agree_with_a_map(ops in prop::collection::vec((0u16..300, any::<bool>()), 0..600)) {
+            let mut slots = UrlSlots::default();
+            let mut held: Vec<Option<String>> = Vec::new();
+            let mut free: Vec<u32> = Vec::new();
+            let mut model: HashMap<String, u32> = HashMap::new();
+            for (n, add) in ops {
+                let url = format!("http://h{}.example/p{n}", n % 7);
+                let url_of = |held: &Vec<Option<String>>, s: u32| -> String {
+                    held[s as usize].clone().expect("held")
+                };
+                if add && !model.contains_key(&url) {
+                    let slot = free.pop().unwrap_or_else(|| {
+                        held.push(None);
+                        (held.len() - 1) as u32
+                    });
+                    {
+                        let h = &held;
+                        let strings: Vec<Option<&str>> = h.iter().map(|u| u.as_deref()).collect();
+                        slots.insert(&url, slot, |s| strings[s as usize].expect("held"));
+                    }
+                    held[slot as usize] = Some(url.clone());
+                    model.insert(url.clone(), slot);
+                } else if !add {
+                    let strings: Vec<Option<&str>> = held.iter().map(|u| u.as_deref()).collect();
+                    let got = slots.remove(&url, |s| strings[s as usize].expect("held"));
+                    prop_assert_eq!(got, model.remove(&url));
+                    if let Some(s) = got {
+                        held[s as usize] = None;
+                        free.push(s);
+                    }
+                }
+                let strings: Vec<Option<&str>> = held.iter().map(|u| u.as_deref()).collect();
+                prop_assert_eq!(slots.len(), model.len());
+                let found = slots.get(&url, |s| strings[s as usize].expect("held"));
+                prop_assert_eq!(found, model.get(&url).copied());
+                if let Some(s) = found {
+                    prop_assert_eq!(url_of(&held, s), url.clone());
+                }
+            }
+            let strings: Vec<Option<&str>> = held.iter().map(|u| u.as_deref()).collect();
+            let mut window = Window::default();
+            window.restore_urls(&strings);
+            for (url, &slot) in &model {
+                prop_assert_eq!(window.by_url.get(url, |s| strings[s as usize].expect("held")), Some(slot));
+            }
+            prop_assert_eq!(window.by_url.len(), model.len());
         }
     }
 }
