@@ -137,20 +137,31 @@ fn produce(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: Option<f64>) -> 
         }
         let t = now_ms();
         times.push(t);
-        let mut rec = BaseRecord::<(), [u8]>::to(topic).payload(l).timestamp(t);
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((_, r)) => {
-                    rec = r;
-                    producer.poll(Duration::from_millis(10));
-                }
-            }
-        }
+        send(
+            &producer,
+            BaseRecord::<(), [u8]>::to(topic).payload(l).timestamp(t),
+        );
         producer.poll(Duration::ZERO);
     }
     producer.flush(Duration::from_secs(300)).expect("flush");
     times
+}
+
+/// Sends `rec`, waiting while the producer's queue is full.
+fn send<K, P>(producer: &BaseProducer, mut rec: BaseRecord<'_, K, P>)
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(rec) {
+            Ok(()) => return,
+            Err((_, r)) => {
+                rec = r;
+                producer.poll(Duration::from_millis(10));
+            }
+        }
+    }
 }
 
 /// Where a paced producer sends its warm-up record (created with the bench's topics).
@@ -654,18 +665,10 @@ fn echo_baseline(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: f64, when:
         while passed < n && start.elapsed() < deadline {
             if let Some(m) = consumer.poll(Duration::from_millis(100)) {
                 let m = m.expect("echo read");
-                let mut rec = BaseRecord::<[u8], [u8]>::to(&out2)
+                let rec = BaseRecord::<[u8], [u8]>::to(&out2)
                     .key(m.key().unwrap_or(&[]))
                     .payload(&b"1"[..]);
-                loop {
-                    match producer.send(rec) {
-                        Ok(()) => break,
-                        Err((_, r)) => {
-                            rec = r;
-                            producer.poll(Duration::from_millis(10));
-                        }
-                    }
-                }
+                send(&producer, rec);
                 passed += 1;
             }
             producer.poll(Duration::ZERO);

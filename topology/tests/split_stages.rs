@@ -153,6 +153,30 @@ fn sign_and_index(
     Some(index.take_indexed().expect("a record for the next stage").1)
 }
 
+/// The sign, index and cluster stages of one configuration, and the reader of their internal
+/// records.
+struct ThreeStages {
+    preparer: Preparer,
+    sign: SignStage,
+    signer: Topology,
+    index: Topology,
+    cluster: Topology,
+    reader: InternalReader,
+}
+
+impl ThreeStages {
+    fn new(cfg: &Config) -> Self {
+        ThreeStages {
+            preparer: Preparer::new(cfg),
+            sign: SignStage::new(cfg),
+            signer: Topology::new(cfg.clone()),
+            index: Topology::with_role(cfg.clone(), Role::Index).expect("index"),
+            cluster: Topology::with_role(cfg.clone(), Role::Cluster).expect("cluster"),
+            reader: InternalReader::new(cfg),
+        }
+    }
+}
+
 /// One topology processing `lines` from [`two_partitions`], and its outputs.
 fn all_in_one(cfg: &Config, lines: &[Vec<u8>]) -> (Topology, Vec<Emit>) {
     let mut whole = Topology::new(cfg.clone());
@@ -191,12 +215,14 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
     let (lines, src) = (mixed_stream(), two_partitions);
     let (mut whole, expected) = all_in_one(&cfg, &lines);
 
-    let mut preparer = Preparer::new(&cfg);
-    let sign = SignStage::new(&cfg);
-    let mut signer = Topology::new(cfg.clone());
-    let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
-    let mut cluster = Topology::with_role(cfg.clone(), Role::Cluster).expect("cluster");
-    let reader = InternalReader::new(&cfg);
+    let ThreeStages {
+        mut preparer,
+        sign,
+        mut signer,
+        mut index,
+        mut cluster,
+        reader,
+    } = ThreeStages::new(&cfg);
     let mut got = Vec::new();
     let mut forwarded = 0;
     let mut sent: Vec<Vec<u8>> = Vec::new();
@@ -271,26 +297,22 @@ fn budget_evictions_reach_the_cluster_stage() {
     cfg.near.max_pages = 8;
     let lines = exact_copies_stream(30);
     let (mut whole, expected) = all_in_one(&cfg, &lines);
-    let mut preparer = Preparer::new(&cfg);
-    let sign = SignStage::new(&cfg);
-    let mut signer = Topology::new(cfg.clone());
-    let mut index = Topology::with_role(cfg.clone(), Role::Index).expect("index");
-    let mut cluster = Topology::with_role(cfg.clone(), Role::Cluster).expect("cluster");
-    let reader = InternalReader::new(&cfg);
+    let mut s = ThreeStages::new(&cfg);
     let mut got = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let stages = (&mut preparer, &sign, &mut signer);
+        let stages = (&mut s.preparer, &s.sign, &mut s.signer);
         let src = two_partitions(i);
-        let record = sign_and_index(stages, &mut index, &reader, (line, &src), &mut got)
+        let record = sign_and_index(stages, &mut s.index, &s.reader, (line, &src), &mut got)
             .expect("no dead letters");
-        cluster.apply_indexed(reader.indexed(&record).expect("reads back"), &mut got);
-        let kept = (index.kept_urls(), cluster.kept_urls());
+        s.cluster
+            .apply_indexed(s.reader.indexed(&record).expect("reads back"), &mut got);
+        let kept = (s.index.kept_urls(), s.cluster.kept_urls());
         assert!(kept.0.window <= 8 && kept.0.history <= 8, "{kept:?}");
         assert!(kept.1.exact <= 8 && kept.1.inlinks <= 8, "{kept:?}");
     }
-    assert_eq!(cluster.exact_stats().evicted, whole.exact_stats().evicted);
+    assert_eq!(s.cluster.exact_stats().evicted, whole.exact_stats().evicted);
     assert_eq!(whole.exact_stats().evicted, 60 - 8);
-    let want = finish_and_compare(&mut whole, expected, &mut cluster, got);
+    let want = finish_and_compare(&mut whole, expected, &mut s.cluster, got);
     let retracted = want[&OutputKind::Pairs]
         .iter()
         .filter(|(_, v)| String::from_utf8_lossy(v).contains("\"retracted\""))
