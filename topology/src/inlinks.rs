@@ -92,18 +92,15 @@ impl InLinks {
         }
     }
 
-    /// Takes `page`'s out-links out (the sketch window's page budget evicted it), as when its
-    /// fetch leaves the window by event time.
-    pub fn evict(&mut self, page: &str) {
-        self.forget(page);
-    }
-
     /// The targets whose counts changed since the last call (repeats possible, in order).
     pub fn take_changed(&mut self) -> Vec<Arc<str>> {
         std::mem::take(&mut self.changed)
     }
 
-    fn forget(&mut self, page: &str) {
+    /// Takes `page`'s out-links out of the counts: before its next fetch counts them again, and
+    /// when the sketch window's page budget evicted the page (as its fetch leaving the window
+    /// by event time would).
+    pub fn forget(&mut self, page: &str) {
         if let Some((targets, ticket)) = self.out.remove(page) {
             self.expiry.remove(ticket);
             self.unlink(&targets);

@@ -896,7 +896,7 @@ impl Topology {
         for url in urls {
             self.state.exact.evict(url, &mut self.emitter);
             if let Some(l) = &mut self.state.inlinks {
-                l.evict(url);
+                l.forget(url);
             }
         }
     }
