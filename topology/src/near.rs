@@ -844,12 +844,12 @@ impl Default for Window {
 
 impl Window {
     /// Rebuilds the URL map (which a checkpoint leaves out) from the URL held in each slot.
-    fn restore_urls(&mut self, urls: &[Option<&str>]) {
+    fn restore_urls<'a>(&mut self, slots: usize, url_in: impl Fn(u32) -> Option<&'a str>) {
         let mut by_url = UrlSlots::default();
-        let url_of = |s: u32| urls[s as usize].expect("a held slot");
-        for (slot, url) in urls.iter().enumerate() {
-            if let Some(url) = url {
-                by_url.insert(url, slot as u32, url_of);
+        let url_of = |s: u32| url_in(s).expect("a held slot");
+        for slot in 0..slots as u32 {
+            if let Some(url) = url_in(slot) {
+                by_url.insert(url, slot, url_of);
             }
         }
         self.by_url = by_url;
@@ -1306,13 +1306,9 @@ impl NearIndex {
             // A follower's window stays empty: the sequencer keeps it.
             return;
         }
-        self.window.restore_urls(
-            &self
-                .pages
-                .iter()
-                .map(|p| p.as_ref().map(|p| &*p.url))
-                .collect::<Vec<_>>(),
-        );
+        let pages = &self.pages;
+        self.window
+            .restore_urls(pages.len(), |s| pages[s as usize].as_ref().map(|p| &*p.url));
     }
 
     /// The pair changes since the last call, in the order their events were emitted.
@@ -2088,13 +2084,9 @@ impl Sequencer {
 
     /// Rebuilds what a checkpoint leaves out (the URL map) after a restore.
     pub(crate) fn after_restore(&mut self) {
-        self.window.restore_urls(
-            &self
-                .held
-                .iter()
-                .map(|p| p.as_ref().map(|p| &*p.0))
-                .collect::<Vec<_>>(),
-        );
+        let held = &self.held;
+        self.window
+            .restore_urls(held.len(), |s| held[s as usize].as_ref().map(|p| &*p.0));
     }
 
     /// True when `url` is in the window.
@@ -2922,6 +2914,11 @@ mod url_slots_props {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
+    /// The URL a slot of `held` holds.
+    fn url_of<'a>(held: &'a [Option<String>]) -> impl Fn(u32) -> &'a str {
+        |s| held[s as usize].as_deref().expect("held")
+    }
+
     proptest! {
         /// The table of bare slot numbers finds the slot of every URL held, and none of a URL
         /// let go, as a map keyed by URL does, through growth and removals, with slots reused
@@ -2934,43 +2931,33 @@ mod url_slots_props {
             let mut model: HashMap<String, u32> = HashMap::new();
             for (n, add) in ops {
                 let url = format!("http://h{}.example/p{n}", n % 7);
-                let url_of = |held: &Vec<Option<String>>, s: u32| -> String {
-                    held[s as usize].clone().expect("held")
-                };
                 if add && !model.contains_key(&url) {
                     let slot = free.pop().unwrap_or_else(|| {
                         held.push(None);
                         (held.len() - 1) as u32
                     });
-                    {
-                        let h = &held;
-                        let strings: Vec<Option<&str>> = h.iter().map(|u| u.as_deref()).collect();
-                        slots.insert(&url, slot, |s| strings[s as usize].expect("held"));
-                    }
+                    slots.insert(&url, slot, url_of(&held));
                     held[slot as usize] = Some(url.clone());
                     model.insert(url.clone(), slot);
                 } else if !add {
-                    let strings: Vec<Option<&str>> = held.iter().map(|u| u.as_deref()).collect();
-                    let got = slots.remove(&url, |s| strings[s as usize].expect("held"));
+                    let got = slots.remove(&url, url_of(&held));
                     prop_assert_eq!(got, model.remove(&url));
                     if let Some(s) = got {
                         held[s as usize] = None;
                         free.push(s);
                     }
                 }
-                let strings: Vec<Option<&str>> = held.iter().map(|u| u.as_deref()).collect();
                 prop_assert_eq!(slots.len(), model.len());
-                let found = slots.get(&url, |s| strings[s as usize].expect("held"));
+                let found = slots.get(&url, url_of(&held));
                 prop_assert_eq!(found, model.get(&url).copied());
                 if let Some(s) = found {
-                    prop_assert_eq!(url_of(&held, s), url.clone());
+                    prop_assert_eq!(url_of(&held)(s), url.as_str());
                 }
             }
-            let strings: Vec<Option<&str>> = held.iter().map(|u| u.as_deref()).collect();
             let mut window = Window::default();
-            window.restore_urls(&strings);
+            window.restore_urls(held.len(), |s| held[s as usize].as_deref());
             for (url, &slot) in &model {
-                prop_assert_eq!(window.by_url.get(url, |s| strings[s as usize].expect("held")), Some(slot));
+                prop_assert_eq!(window.by_url.get(url, url_of(&held)), Some(slot));
             }
             prop_assert_eq!(window.by_url.len(), model.len());
         }
