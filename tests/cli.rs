@@ -733,7 +733,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     ]);
     let summary = String::from_utf8(printed.stdout).unwrap();
     assert!(
-        summary.contains(&format!("WARC records: {records}, responses replayed {}, resources replayed 1, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, records too large to hold (dead letters) 0, records of other schemes than http(s) skipped 1, other records skipped {}", responses + 1, responses + 1)),
+        summary.contains(&format!("WARC records: {records}, responses replayed {}, resources replayed 1, conversions (extracted text) replayed 0, conversions of a page read before them skipped 0, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, records too large to hold (dead letters) 0, records of other schemes than http(s) skipped 1, other records skipped {}", responses + 1, responses + 1)),
         "{summary}"
     );
     for kind in OutputKind::ALL {
@@ -795,6 +795,202 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cut.warc.gz") && err.contains("byte"), "{err}");
+
+    // The same archive as `.warc.zst` (the IIPC's WARC-zstd form: a skippable frame holding a
+    // dictionary, raw or itself compressed, then a frame per record compressed with it), and
+    // the events as one zstd stream, replay as the gzip forms do.
+    let records = gzip_members(&warc);
+    let dictionary = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/html.zstd-dict"),
+    )
+    .unwrap();
+    let packed = zstd::bulk::compress(&dictionary, 3).unwrap();
+    let mut compressor = zstd::bulk::Compressor::with_dictionary(3, &dictionary).unwrap();
+    let framed: Vec<u8> = records
+        .iter()
+        .flat_map(|r| compressor.compress(r).unwrap())
+        .collect();
+    let zstd_warc = |dictionary_frame: &[u8]| {
+        let mut file = vec![0x5d, 0x2a, 0x4d, 0x18];
+        file.extend((dictionary_frame.len() as u32).to_le_bytes());
+        file.extend(dictionary_frame);
+        file.extend(&framed);
+        file
+    };
+    std::fs::write(dir.join("crawl.warc.zst"), zstd_warc(&dictionary)).unwrap();
+    std::fs::write(dir.join("packed.warc.zst"), zstd_warc(&packed)).unwrap();
+    std::fs::write(
+        dir.join("events.jsonl.zst"),
+        zstd::encode_all(events.as_bytes(), 3).unwrap(),
+    )
+    .unwrap();
+    for (file, like) in [
+        ("crawl.warc.zst", &from_warc),
+        ("packed.warc.zst", &from_warc),
+        ("events.jsonl.zst", &from_events),
+    ] {
+        let out = dir.join(format!("{file}-out"));
+        neardup(&[
+            "replay",
+            "--input",
+            dir.join(file).to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        for kind in OutputKind::ALL {
+            let (got, want) = (lines(&out, kind), lines(like, kind));
+            match kind {
+                // The same records, but the source names this file.
+                OutputKind::DeadLetter => assert_eq!(got.len(), want.len(), "{file}"),
+                _ => assert_eq!(got, want, "{file}: {kind:?}"),
+            }
+        }
+    }
+    // Records compressed with a dictionary the file does not hold: an error naming the file.
+    std::fs::write(dir.join("undictionaried.warc.zst"), &framed).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "replay",
+            "--input",
+            dir.join("undictionaried.warc.zst").to_str().unwrap(),
+            "--out",
+            dir.join("undictionaried-out").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("undictionaried.warc.zst"), "{err}");
+}
+
+/// A WET file (Common Crawl's extracted text: `conversion` records only) replays each record
+/// as a fetch of its text, so near-duplicate texts pair; in a file that also holds the
+/// response a conversion was made from, the response is the page and the conversion skipped.
+#[test]
+fn replay_of_a_wet_file_reads_its_conversions_as_pages() {
+    let dir = Scratch::new("wet");
+    // A text of 300 words, a copy with two words changed, and an unrelated text.
+    let words = |seed: u64| -> Vec<String> {
+        let mut x = seed;
+        (0..300)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                format!("w{}", (x >> 33) % 5000)
+            })
+            .collect()
+    };
+    let text = words(1);
+    let mut copy = text.clone();
+    copy[100] = "changed".into();
+    copy[200] = "also".into();
+    let texts = [
+        ("http://a.example/doc.html", text.join(" ")),
+        ("http://b.example/mirror/doc.html", copy.join(" ")),
+        ("http://c.example/other.html", words(2).join(" ")),
+    ];
+    let mut wet = vec![];
+    warc_record(
+        &mut wet,
+        "warcinfo",
+        None,
+        &[("Content-Type", "application/warc-fields")],
+        b"software: test\r\n",
+    );
+    for (i, (url, body)) in texts.iter().enumerate() {
+        let date = format!("2026-11-0{}T00:00:00Z", i + 1);
+        warc_record(
+            &mut wet,
+            "conversion",
+            Some(url),
+            &[
+                ("WARC-Date", &date),
+                ("WARC-Refers-To", &format!("<urn:uuid:elsewhere-{i}>")),
+                ("Content-Type", "text/plain"),
+            ],
+            body.as_bytes(),
+        );
+    }
+    std::fs::write(dir.join("crawl.warc.wet.gz"), &wet).unwrap();
+    let out = dir.join("out");
+    let printed = neardup(&[
+        "replay",
+        "--input",
+        dir.join("crawl.warc.wet.gz").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let summary = String::from_utf8(printed.stdout).unwrap();
+    assert!(
+        summary.contains("conversions (extracted text) replayed 3, conversions of a page read before them skipped 0"),
+        "{summary}"
+    );
+    let pairs: Vec<PairEvent> = lines(&out, OutputKind::Pairs)
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let found: Vec<(&str, &str)> = pairs
+        .iter()
+        .filter(|p| p.state == PairState::Detected)
+        .map(|p| (p.a.as_str(), p.b.as_str()))
+        .collect();
+    assert_eq!(found, [(texts[0].0, texts[1].0)], "{pairs:?}");
+
+    // A response and the conversion made of it, in one file: one page, the response's.
+    let mut warc = vec![];
+    let mut block = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>".to_vec();
+    block.extend(texts[0].1.as_bytes());
+    let id = warc_record(
+        &mut warc,
+        "response",
+        Some(texts[0].0),
+        &[("WARC-Date", "2026-11-01T00:00:00Z")],
+        &block,
+    );
+    warc_record(
+        &mut warc,
+        "conversion",
+        Some(texts[0].0),
+        &[
+            ("WARC-Date", "2026-11-01T00:00:00Z"),
+            ("WARC-Refers-To", &id),
+            ("Content-Type", "text/plain"),
+        ],
+        texts[0].1.as_bytes(),
+    );
+    std::fs::write(dir.join("both.warc.gz"), &warc).unwrap();
+    let out = dir.join("both-out");
+    let printed = neardup(&[
+        "replay",
+        "--input",
+        dir.join("both.warc.gz").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let summary = String::from_utf8(printed.stdout).unwrap();
+    assert!(
+        summary.contains("responses replayed 1, resources replayed 0, conversions (extracted text) replayed 0, conversions of a page read before them skipped 1"),
+        "{summary}"
+    );
+    let signatures = lines(&out, OutputKind::Signatures);
+    assert_eq!(signatures.len(), 1);
+    let v: serde_json::Value = serde_json::from_slice(&signatures[0]).unwrap();
+    // The response's body (with its `<p>`), not the conversion's text.
+    assert_eq!(v["content"]["body_bytes"], texts[0].1.len() + 3);
+}
+
+/// The members of a file of gzip members, each decompressed.
+fn gzip_members(mut file: &[u8]) -> Vec<Vec<u8>> {
+    let mut members = vec![];
+    while !file.is_empty() {
+        let mut gz = flate2::bufread::GzDecoder::new(file);
+        let mut member = vec![];
+        std::io::Read::read_to_end(&mut gz, &mut member).unwrap();
+        members.push(member);
+        file = gz.into_inner();
+    }
+    members
 }
 
 #[test]

@@ -22,8 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Consume page events from Kafka and publish neardup's events (at-least-once).
     Run(RunArgs),
-    /// Run the topology over JSONL(.gz) or WARC files or a Kafka topic range, writing one JSONL
-    /// file per output topic and a report.
+    /// Run the topology over JSONL or WARC files (plain, gzip or zstd) or a Kafka topic range,
+    /// writing one JSONL file per output topic and a report.
     Replay(ReplayArgs),
     /// Run the whole topology on an embedded Kafka cluster with a built-in sample crawl.
     Demo(DemoArgs),
@@ -391,7 +391,8 @@ pub struct ReplayArgs {
     pub config: Option<PathBuf>,
     /// Input files: JSON lines of page events, or WARC archives (their `response` and
     /// `resource` records, and their `revisit` records as the fetches they stand for), either
-    /// optionally gzip-compressed; told apart by their first bytes.
+    /// optionally gzip- or zstd-compressed (`.warc.zst` with its dictionary too); told apart by
+    /// their first bytes.
     #[arg(long, num_args = 1.., required_unless_present = "topic", conflicts_with = "topic")]
     pub input: Vec<PathBuf>,
     /// Replay a Kafka topic instead of files (needs --brokers).
@@ -450,7 +451,7 @@ pub struct EvalArgs {
     /// Labelled pairs instead of a truth: JSON lines `{"a": URL, "b": URL, "near_duplicate": bool}`.
     #[arg(long, value_name = "FILE")]
     pub labels: Option<PathBuf>,
-    /// The pair events: a `pairs.jsonl` file (optionally gzip-compressed) or a replay output
+    /// The pair events: a `pairs.jsonl` file (optionally gzip- or zstd-compressed) or a replay output
     /// directory. Give several (e.g. one replay per `--policy`) to compare them side by side.
     #[arg(long, value_name = "PATH", required = true, num_args = 1..)]
     pub pairs: Vec<PathBuf>,

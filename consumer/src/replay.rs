@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
-/// Opens a JSONL file, transparently gunzipping it when it starts with the gzip magic bytes.
+/// Opens a JSONL or WARC file, transparently decompressing it when it starts with the gzip or
+/// the zstd magic bytes ([`open_counted`]).
 pub fn open_lines(path: &Path) -> Result<Box<dyn BufRead>> {
     open_counted(path, Arc::default())
 }
@@ -46,23 +47,108 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
-/// [`open_lines`], adding the bytes read from the file (compressed) to `read`.
+/// How a file is compressed, told by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compression {
+    None,
+    Gzip,
+    /// zstd frames (skippable ones included, which the decoder passes over).
+    Zstd,
+    /// The zstd WARC form (`.warc.zst`): a skippable frame of magic `0x184D2A5D` holding the
+    /// dictionary the records' frames were compressed with (itself raw or zstd-compressed).
+    ZstdDictionary,
+}
+
+impl Compression {
+    fn of(head: &[u8]) -> Compression {
+        match head {
+            [0x1f, 0x8b, ..] => Compression::Gzip,
+            [0x28, 0xb5, 0x2f, 0xfd, ..] => Compression::Zstd,
+            [0x5d, 0x2a, 0x4d, 0x18, ..] => Compression::ZstdDictionary,
+            [b, 0x2a, 0x4d, 0x18, ..] if b & 0xf0 == 0x50 => Compression::Zstd,
+            _ => Compression::None,
+        }
+    }
+}
+
+/// The largest dictionary a `.warc.zst` file may start with (zstd's trainer makes them of 110 KB
+/// by default): a bound on what a damaged length field can make neardup allocate.
+const MAX_DICTIONARY: usize = 64 << 20;
+
+/// Reads the dictionary frame at the start of a `.warc.zst` file: its 4-byte magic, 4-byte
+/// little-endian length and the dictionary, decompressed when it is a zstd frame itself.
+fn zstd_dictionary(r: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind};
+    let mut header = [0u8; 8];
+    r.read_exact(&mut header)?;
+    let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+    if len > MAX_DICTIONARY {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("its dictionary frame says {len} bytes, over the {MAX_DICTIONARY} accepted"),
+        ));
+    }
+    let mut dictionary = vec![0u8; len];
+    r.read_exact(&mut dictionary)?;
+    if Compression::of(&dictionary) == Compression::Zstd {
+        let mut plain = Vec::new();
+        zstd::stream::read::Decoder::new(&dictionary[..])?
+            .take(MAX_DICTIONARY as u64 + 1)
+            .read_to_end(&mut plain)?;
+        if plain.len() > MAX_DICTIONARY {
+            return Err(Error::new(
+                ErrorKind::InvalidData,
+                format!("its compressed dictionary is over the {MAX_DICTIONARY} bytes accepted"),
+            ));
+        }
+        dictionary = plain;
+    }
+    Ok(dictionary)
+}
+
+/// The largest zstd window accepted (2 GiB, zstd's own limit, which `zstd --long=31` writes):
+/// the decoder otherwise refuses frames written with windows over 128 MiB.
+const ZSTD_WINDOW_LOG_MAX: u32 = 31;
+
+/// [`open_lines`], adding the bytes read from the file (compressed) to `read`. A file whose
+/// first bytes are gzip's is gunzipped (every member, so `.warc.gz` of a member per record too);
+/// one whose first bytes are a zstd frame's is decompressed frame after frame (`.jsonl.zst`,
+/// `.warc.zst` without a dictionary); one that starts with the `.warc.zst` dictionary frame,
+/// with that dictionary.
 pub fn open_counted(path: &Path, read: Arc<AtomicU64>) -> Result<Box<dyn BufRead>> {
-    let mut f =
-        File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
-    let mut magic = [0u8; 2];
-    let n = f.read(&mut magic)?;
-    let f = Counted {
-        inner: File::open(path)?,
+    let open =
+        || File::open(path).with_context(|| format!("cannot open input file {}", path.display()));
+    let mut head = Vec::with_capacity(4);
+    open()?
+        .take(4)
+        .read_to_end(&mut head)
+        .with_context(|| format!("cannot read input file {}", path.display()))?;
+    let counted = Counted {
+        inner: open()?,
         read,
     };
-    Ok(if n == 2 && magic == [0x1f, 0x8b] {
-        Box::new(BufReader::with_capacity(
+    let mut f = BufReader::with_capacity(1 << 20, counted);
+    let zstd_error =
+        |e: std::io::Error| anyhow::anyhow!("{}: not a readable zstd file: {e}", path.display());
+    Ok(match Compression::of(&head) {
+        Compression::None => Box::new(f),
+        // The decoder buffers its input itself (nothing is read from `f` yet).
+        Compression::Gzip => Box::new(BufReader::with_capacity(
             1 << 20,
-            flate2::read::MultiGzDecoder::new(f),
-        ))
-    } else {
-        Box::new(BufReader::with_capacity(1 << 20, f))
+            flate2::read::MultiGzDecoder::new(f.into_inner()),
+        )),
+        Compression::Zstd => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(f).map_err(zstd_error)?;
+            d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(zstd_error)?;
+            Box::new(BufReader::with_capacity(1 << 20, d))
+        }
+        Compression::ZstdDictionary => {
+            let dictionary = zstd_dictionary(&mut f).map_err(zstd_error)?;
+            let mut d =
+                zstd::stream::read::Decoder::with_dictionary(f, &dictionary).map_err(zstd_error)?;
+            d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(zstd_error)?;
+            Box::new(BufReader::with_capacity(1 << 20, d))
+        }
     })
 }
 
@@ -489,10 +575,12 @@ pub fn replay_files(
     progress.finish();
     let notes = if warc.records > 0 {
         format!(
-            "  WARC records: {}, responses replayed {}, resources replayed {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records too large to hold (dead letters) {}, records of other schemes than http(s) skipped {}, other records skipped {}\n",
+            "  WARC records: {}, responses replayed {}, resources replayed {}, conversions (extracted text) replayed {}, conversions of a page read before them skipped {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records too large to hold (dead letters) {}, records of other schemes than http(s) skipped {}, other records skipped {}\n",
             warc.records,
             warc.responses,
             warc.resources,
+            warc.conversions,
+            warc.conversions_of_pages,
             warc.revisits,
             warc.revisits_of_others,
             warc.revisits_elsewhere,
@@ -551,4 +639,60 @@ pub fn replay_records(
         topo.process(r, &source(i), &mut out);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compression_is_told_by_the_first_bytes() {
+        assert_eq!(Compression::of(&[0x1f, 0x8b, 8, 0]), Compression::Gzip);
+        assert_eq!(
+            Compression::of(&[0x28, 0xb5, 0x2f, 0xfd]),
+            Compression::Zstd
+        );
+        let dictionary_frame = [0x5d, 0x2a, 0x4d, 0x18];
+        assert_eq!(
+            Compression::of(&dictionary_frame),
+            Compression::ZstdDictionary
+        );
+        // Other skippable frames the decoder passes over.
+        for first in [0x50, 0x5c, 0x5e, 0x5f] {
+            assert_eq!(
+                Compression::of(&[first, 0x2a, 0x4d, 0x18]),
+                Compression::Zstd
+            );
+        }
+        for plain in [
+            &b"WARC/1.1"[..],
+            b"{\"url\"",
+            &[0x1f],
+            &[0x4f, 0x2a, 0x4d, 0x18],
+            b"",
+        ] {
+            assert_eq!(Compression::of(plain), Compression::None, "{plain:?}");
+        }
+    }
+
+    #[test]
+    fn a_dictionary_frame_too_long_or_cut_off_is_refused() {
+        let frame = |len: u32, body: &[u8]| {
+            let mut f = vec![0x5d, 0x2a, 0x4d, 0x18];
+            f.extend(len.to_le_bytes());
+            f.extend(body);
+            f
+        };
+        // Refused from its length alone, before anything is allocated for it.
+        let err = zstd_dictionary(&mut &frame(MAX_DICTIONARY as u32 + 1, b"")[..]).unwrap_err();
+        assert!(err.to_string().contains("over the"), "{err}");
+        let err = zstd_dictionary(&mut &frame(10, b"abc")[..]).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        // A raw dictionary is taken as it is, a compressed one decompressed.
+        let raw = b"any bytes at all".to_vec();
+        assert_eq!(zstd_dictionary(&mut &frame(16, &raw)[..]).unwrap(), raw);
+        let packed = zstd::bulk::compress(&raw, 3).unwrap();
+        let f = frame(packed.len() as u32, &packed);
+        assert_eq!(zstd_dictionary(&mut &f[..]).unwrap(), raw);
+    }
 }

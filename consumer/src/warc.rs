@@ -5,9 +5,9 @@
 //! A record's page event: `url` from `WARC-Target-URI`, `fetched_at` from `WARC-Date`, `ip` from
 //! `WARC-IP-Address`, and from the archived HTTP response its status, `Content-Type` and body
 //! (as `body_base64`: the topology detects the charset as for any byte body). A chunked
-//! transfer encoding is undone, and a `gzip`, `deflate` or `br` content encoding
-//! decompressed (a body in `zstd` or `compress`, or one that does not decompress, makes the
-//! record a dead letter as an unparseable message is). Bodies
+//! transfer encoding is undone, and a `gzip`, `deflate`, `br` or `zstd` content encoding
+//! decompressed (a body in `compress`, or one that does not decompress, makes the record a
+//! dead letter as an unparseable message is). Bodies
 //! of non-2xx responses are left out (neardup reads none: such a fetch is "no content", or
 //! inconclusive for 304, 429 and 5xx). WARC has no crawl round: the events carry no
 //! `crawl_id`.
@@ -27,10 +27,14 @@
 //!   would.
 //!
 //! A `resource` record of an http(s) URL (a page archived without its HTTP exchange) becomes
-//! a 200 fetch of its block, typed by the record's `Content-Type`.
+//! a 200 fetch of its block, typed by the record's `Content-Type`. So does a `conversion`
+//! record (the text a tool extracted from a page: Common Crawl's WET files hold only these,
+//! `text/plain`), unless its `WARC-Refers-To` names a `response` or `resource` read before it
+//! in the same file, which is then the page (a second fetch of its URL, with other content,
+//! would only churn its pairs).
 //!
-//! Other record types (`warcinfo`, `request`, `metadata`, `conversion`) are skipped, as are
-//! responses, resources and revisits of other schemes than http(s) (a crawler archives
+//! Other record types (`warcinfo`, `request`, `metadata`) are skipped, as are responses,
+//! resources, conversions and revisits of other schemes than http(s) (a crawler archives
 //! its DNS lookups as `dns:` responses); every kind is counted. A `response` record
 //! whose HTTP message cannot be parsed is passed on as its raw block, so it reaches the
 //! dead-letter topic (reason `not_json`) with the file and record number as its source,
@@ -39,7 +43,9 @@
 //! kept, for the payload. A file that is not WARC, or is cut off inside a record, is an error
 //! naming the file and the byte offset (of the uncompressed stream).
 //!
-//! Files may be gzip-compressed per record (`.warc.gz`, the usual form) or as a whole.
+//! Files may be gzip-compressed per record (`.warc.gz`, the usual form) or as a whole, or
+//! zstd-compressed (`.warc.zst`: per record, after a frame holding the dictionary the records
+//! were compressed with, as the IIPC's WARC-zstd specification has it; or as a whole).
 
 use anyhow::{bail, Context as _, Result};
 use base64::Engine as _;
@@ -56,6 +62,12 @@ pub struct WarcCounts {
     pub responses: u64,
     /// `resource` records of http(s) URLs, passed on as 200 fetches of their block.
     pub resources: u64,
+    /// `conversion` records of http(s) URLs (a WET file's extracted text) whose original is
+    /// not in the same file, passed on as 200 fetches of their block.
+    pub conversions: u64,
+    /// `conversion` records of a `response` or `resource` read before them in the same file,
+    /// skipped: that record is the page.
+    pub conversions_of_pages: u64,
     /// `revisit` records of the same URL, passed on as 304s.
     pub revisits: u64,
     /// `revisit` records of another URL's capture, passed on with that capture's body.
@@ -219,13 +231,16 @@ impl ResponseRecord {
     }
 }
 
-/// True when the (possibly gzipped) file starts like a WARC file.
+/// True when the (possibly compressed) file starts like a WARC file.
 pub fn is_warc(path: &Path) -> Result<bool> {
     let mut r = crate::replay::open_lines(path)?;
     let mut head = [0u8; 5];
     let mut n = 0;
     while n < head.len() {
-        match r.read(&mut head[n..])? {
+        let k = r
+            .read(&mut head[n..])
+            .with_context(|| format!("cannot read the start of {}", path.display()))?;
+        match k {
             0 => break,
             k => n += k,
         }
@@ -248,6 +263,8 @@ pub fn for_each_page_counted(
     mut f: impl FnMut(u64, WarcPage),
 ) -> Result<()> {
     let mut r = crate::replay::open_counted(path, read)?;
+    // The record IDs of this file's pages (hashed), which its `conversion` records may name.
+    let mut page_ids = std::collections::HashSet::new();
     let mut number = 0u64;
     let mut offset = 0u64;
     let mut line = Vec::new();
@@ -337,7 +354,7 @@ pub fn for_each_page_counted(
         let kind = get("warc-type").unwrap_or("");
         let uri = target(get("warc-target-uri"));
         let (date, ip) = (get("warc-date"), get("warc-ip-address"));
-        let page_kind = matches!(kind, "response" | "resource" | "revisit");
+        let page_kind = matches!(kind, "response" | "resource" | "revisit" | "conversion");
         if page_kind && !is_http(uri) {
             counts.not_http += 1;
             continue;
@@ -351,13 +368,30 @@ pub fn for_each_page_counted(
             }
             continue;
         }
+        let id_hash = |id: &str| {
+            use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+            BuildHasherDefault::<DefaultHasher>::default().hash_one(id)
+        };
         match kind {
-            "response" | "resource" => {
+            "conversion"
+                if get("warc-refers-to").is_some_and(|id| page_ids.contains(&id_hash(id))) =>
+            {
+                counts.conversions_of_pages += 1
+            }
+            "response" | "resource" | "conversion" => {
+                if kind != "conversion" {
+                    if let Some(id) = get("warc-record-id") {
+                        page_ids.insert(id_hash(id));
+                    }
+                }
                 let block = Arc::new(block);
                 // A resource is a page archived without its HTTP exchange (a file, a tool's
-                // own capture), typed by the record.
-                let resource = (kind == "resource").then(|| get("content-type").map(str::to_owned));
-                if resource.is_some() {
+                // own capture), a conversion the text extracted from one (a WET file): a 200
+                // fetch of the block, typed by the record.
+                let resource = (kind != "response").then(|| get("content-type").map(str::to_owned));
+                if kind == "conversion" {
+                    counts.conversions += 1;
+                } else if resource.is_some() {
                     counts.resources += 1;
                 } else {
                     counts.responses += 1;
@@ -508,10 +542,10 @@ fn page_event(
 }
 
 /// Undoes a `Content-Encoding` (a list, applied in order, so undone from the last): `gzip`,
-/// `deflate` (zlib, or the raw deflate some servers send under that name) and `br`; `identity`
-/// and names no client knows leave the body as it is, as browsers do. `None` when a body does
-/// not decode, or for `zstd` and `compress`, which neardup does not decode (the record is then a
-/// dead letter, not a page read as binary).
+/// `deflate` (zlib, or the raw deflate some servers send under that name), `br` and `zstd`;
+/// `identity` and names no client knows leave the body as it is, as browsers do. `None` when a
+/// body does not decode, or for `compress` (LZW, which no browser reads any more): the record
+/// is then a dead letter, not a page read as binary.
 fn decode_content(mut body: Vec<u8>, encoding: &str) -> Option<Vec<u8>> {
     for coding in encoding.rsplit(',').map(str::trim) {
         body = match coding {
@@ -519,7 +553,9 @@ fn decode_content(mut body: Vec<u8>, encoding: &str) -> Option<Vec<u8>> {
             "deflate" => inflate(flate2::read::ZlibDecoder::new(&body[..]))
                 .or_else(|| inflate(flate2::read::DeflateDecoder::new(&body[..])))?,
             "br" => inflate(brotli_decompressor::Decompressor::new(&body[..], 4096))?,
-            "zstd" | "compress" | "x-compress" => return None,
+            // The decoder's window limit (128 MiB) bounds its memory.
+            "zstd" => inflate(zstd::stream::read::Decoder::new(&body[..]).ok()?)?,
+            "compress" | "x-compress" => return None,
             _ => body,
         };
     }
@@ -677,15 +713,23 @@ mod tests {
             0x9a, 0x07, 0x4e, 0x8e, 0x4e, 0xfa, 0xbc, 0x88, 0x65, 0x1a, 0xdb, 0x5b, 0x6d, 0x42,
             0x60, 0x89, 0x20, 0x0e, 0xf4, 0xc9, 0xc8, 0x7d, 0x48, 0x00,
         ];
+        // `page` compressed by the reference zstd (`zstd -19`, v1.5.4, with its checksum).
+        let zst: &[u8] = &[
+            0x28, 0xb5, 0x2f, 0xfd, 0x64, 0x7c, 0x00, 0xd5, 0x00, 0x00, 0x98, 0x3c, 0x70, 0x3e,
+            0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x62, 0x72, 0x6f, 0x74, 0x6c, 0x69, 0x3c, 0x2f,
+            0x70, 0x3e, 0x01, 0x00, 0xcd, 0x4c, 0x9d, 0x61, 0xcb, 0x21, 0xb0, 0x06,
+        ];
         let decoded = |b: &[u8], encoding: &str| decode_content(b.to_vec(), encoding);
         assert_eq!(decoded(&gzip(&page), "gzip").unwrap(), page);
         assert_eq!(decoded(&gzip(&page), "x-gzip").unwrap(), page);
         assert_eq!(decoded(&zlib, "deflate").unwrap(), page);
         assert_eq!(decoded(&raw_deflate, "deflate").unwrap(), page);
         assert_eq!(decoded(br, "br").unwrap(), page);
+        assert_eq!(decoded(zst, "zstd").unwrap(), page);
         // Applied in order, undone from the last.
         assert_eq!(decoded(&gzip(br), "br, gzip").unwrap(), page);
         assert_eq!(decoded(&gzip(&gzip(&page)), "gzip,gzip").unwrap(), page);
+        assert_eq!(decoded(&gzip(zst), "zstd, gzip").unwrap(), page);
         // Identity, and names that are no encoding (a server's mistake): the body as sent.
         for e in ["", "identity", "utf-8"] {
             assert_eq!(decoded(&page, e).unwrap(), page, "{e:?}");
@@ -694,11 +738,15 @@ mod tests {
         assert!(decoded(&page, "gzip").is_none());
         assert!(decoded(&page, "br").is_none());
         assert!(decoded(&page, "zstd").is_none());
+        assert!(decoded(&zst[..zst.len() - 4], "zstd").is_none(), "cut off");
+        assert!(decoded(&page, "compress").is_none());
         // A decompression bomb is cut off.
         let zeros = std::io::repeat(0).take(MAX_DECODED + 1);
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::copy(&mut { zeros }, &mut gz).unwrap();
         assert!(decoded(&gz.finish().unwrap(), "gzip").is_none());
+        let bomb = zstd::stream::encode_all(std::io::repeat(0).take(MAX_DECODED + 1), 1).unwrap();
+        assert!(decoded(&bomb, "zstd").is_none());
         // Through a whole response.
         let mut block = b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\n\r\n".to_vec();
         block.extend_from_slice(br);
