@@ -817,26 +817,13 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         file.extend(&framed);
         file
     };
-    std::fs::write(dir.join("crawl.warc.zst"), zstd_warc(&dictionary)).unwrap();
-    std::fs::write(dir.join("packed.warc.zst"), zstd_warc(&packed)).unwrap();
-    std::fs::write(
-        dir.join("events.jsonl.zst"),
-        zstd::encode_all(events.as_bytes(), 3).unwrap(),
-    )
-    .unwrap();
-    for (file, like) in [
-        ("crawl.warc.zst", &from_warc),
-        ("packed.warc.zst", &from_warc),
-        ("events.jsonl.zst", &from_events),
+    let events_zst = zstd::encode_all(events.as_bytes(), 3).unwrap();
+    for (file, bytes, like) in [
+        ("crawl.warc.zst", zstd_warc(&dictionary), &from_warc),
+        ("packed.warc.zst", zstd_warc(&packed), &from_warc),
+        ("events.jsonl.zst", events_zst, &from_events),
     ] {
-        let out = dir.join(format!("{file}-out"));
-        neardup(&[
-            "replay",
-            "--input",
-            dir.join(file).to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let (_, out) = replay_file(&dir, file, &bytes);
         for kind in OutputKind::ALL {
             let (got, want) = (lines(&out, kind), lines(like, kind));
             match kind {
@@ -912,16 +899,7 @@ fn replay_of_a_wet_file_reads_its_conversions_as_pages() {
             body.as_bytes(),
         );
     }
-    std::fs::write(dir.join("crawl.warc.wet.gz"), &wet).unwrap();
-    let out = dir.join("out");
-    let printed = neardup(&[
-        "replay",
-        "--input",
-        dir.join("crawl.warc.wet.gz").to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let summary = String::from_utf8(printed.stdout).unwrap();
+    let (summary, out) = replay_file(&dir, "crawl.warc.wet.gz", &wet);
     assert!(
         summary.contains("conversions (extracted text) replayed 3, conversions of a page read before them skipped 0"),
         "{summary}"
@@ -959,16 +937,7 @@ fn replay_of_a_wet_file_reads_its_conversions_as_pages() {
         ],
         texts[0].1.as_bytes(),
     );
-    std::fs::write(dir.join("both.warc.gz"), &warc).unwrap();
-    let out = dir.join("both-out");
-    let printed = neardup(&[
-        "replay",
-        "--input",
-        dir.join("both.warc.gz").to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let summary = String::from_utf8(printed.stdout).unwrap();
+    let (summary, out) = replay_file(&dir, "both.warc.gz", &warc);
     assert!(
         summary.contains("responses replayed 1, resources replayed 0, conversions (extracted text) replayed 0, conversions of a page read before them skipped 1"),
         "{summary}"
@@ -978,6 +947,21 @@ fn replay_of_a_wet_file_reads_its_conversions_as_pages() {
     let v: serde_json::Value = serde_json::from_slice(&signatures[0]).unwrap();
     // The response's body (with its `<p>`), not the conversion's text.
     assert_eq!(v["content"]["body_bytes"], texts[0].1.len() + 3);
+}
+
+/// Writes `bytes` to the file `name` in `dir` and replays it into `dir/name-out`: the printed
+/// summary and that directory.
+fn replay_file(dir: &Path, name: &str, bytes: &[u8]) -> (String, std::path::PathBuf) {
+    std::fs::write(dir.join(name), bytes).unwrap();
+    let out = dir.join(format!("{name}-out"));
+    let printed = neardup(&[
+        "replay",
+        "--input",
+        dir.join(name).to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    (String::from_utf8(printed.stdout).unwrap(), out)
 }
 
 /// The members of a file of gzip members, each decompressed.
