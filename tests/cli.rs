@@ -781,19 +781,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     );
 
     // A cut-off archive is an error that says where.
-    std::fs::write(dir.join("cut.warc.gz"), &warc[..warc.len() - 30]).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args([
-            "replay",
-            "--input",
-            dir.join("cut.warc.gz").to_str().unwrap(),
-            "--out",
-            dir.join("cut-out").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = replay_refused(&dir, "cut.warc.gz", &warc[..warc.len() - 30]);
     assert!(err.contains("cut.warc.gz") && err.contains("byte"), "{err}");
 
     // The same archive as `.warc.zst` (the IIPC's WARC-zstd form: a skippable frame holding a
@@ -834,19 +822,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         }
     }
     // Records compressed with a dictionary the file does not hold: an error naming the file.
-    std::fs::write(dir.join("undictionaried.warc.zst"), &framed).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args([
-            "replay",
-            "--input",
-            dir.join("undictionaried.warc.zst").to_str().unwrap(),
-            "--out",
-            dir.join("undictionaried-out").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = replay_refused(&dir, "undictionaried.warc.zst", &framed);
     assert!(err.contains("undictionaried.warc.zst"), "{err}");
 }
 
@@ -962,6 +938,23 @@ fn replay_file(dir: &Path, name: &str, bytes: &[u8]) -> (String, std::path::Path
         out.to_str().unwrap(),
     ]);
     (String::from_utf8(printed.stdout).unwrap(), out)
+}
+
+/// Writes `bytes` to the file `name` in `dir`, whose replay must fail: what it printed to stderr.
+fn replay_refused(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    std::fs::write(dir.join(name), bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "replay",
+            "--input",
+            dir.join(name).to_str().unwrap(),
+            "--out",
+        ])
+        .arg(dir.join(format!("{name}-out")))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{name} was replayed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The members of a file of gzip members, each decompressed.
