@@ -151,6 +151,18 @@ pub fn is_binary(bytes: &[u8], content_type: Option<&str>) -> bool {
     }
 }
 
+/// True when the declared type is `text/plain` (any parameters, any case): a body a browser
+/// shows as text, whose markup-like characters are text too.
+pub fn is_plain_text(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|ct| {
+        ct.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .eq_ignore_ascii_case("text/plain")
+    })
+}
+
 /// What a MIME type essence (lower case) says: `Some(true)` binary, `Some(false)` text, `None`
 /// nothing (sniff the bytes).
 fn declared_kind(essence: &str) -> Option<bool> {

@@ -1830,7 +1830,10 @@ impl Preparer {
             Body::Bytes(bytes) => charset::read_body(bytes, content_type)
                 .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8")),
         };
-        let sig = self.signer.sign(&html, page_url.as_ref());
+        let sig = match charset::is_plain_text(content_type) {
+            true => self.signer.sign_plain(&html),
+            false => self.signer.sign(&html, page_url.as_ref()),
+        };
         // Sized exactly: the cache keeps them.
         let mut links = String::with_capacity(sig.extraction.links().map(str::len).sum());
         let mut link_ends = Vec::with_capacity(sig.extraction.links().count());

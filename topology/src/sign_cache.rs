@@ -8,8 +8,9 @@
 //! the rest, while this lookup costs a hash of the body's JSON text and a map probe.
 //!
 //! A page's signatures depend on its body, on how the body was sent (text, or bytes in the
-//! charset its `Content-Type` names), on its URL (links and `<img>` terms are resolved against
-//! it) and on the signer's parameters, which are fixed for a cache. The cache is keyed by the
+//! charset its `Content-Type` names), on whether that type is `text/plain` (read as text, not
+//! HTML), on its URL (links and `<img>` terms are resolved against it) and on the signer's
+//! parameters, which are fixed for a cache. The cache is keyed by the
 //! URL and checks the other inputs on every hit, the body by the XXH3-128 of its JSON string in
 //! the record (the same text is the same body; the same body written with other escapes is a
 //! miss, and is signed). So a hit gives exactly what decoding and signing would: a replay's
@@ -62,6 +63,9 @@ struct Entry {
     /// How the body was sent: `None` for text, the `Content-Type` for bytes (its charset
     /// decodes them).
     form: Option<Option<String>>,
+    /// Whether the body was served as `text/plain` (for a body sent as text, `form` does not
+    /// say).
+    plain: bool,
     /// Event time of the URL's latest fetch with this body.
     at_ms: i64,
     /// The signatures; without their out-links when `links` holds them.
@@ -207,6 +211,8 @@ pub(crate) struct Fetch<'a> {
     body: u128,
     /// How the body was sent, as far as signing depends on it (see [`Entry::form`]).
     form: Option<Option<&'a str>>,
+    /// Served as `text/plain` (see [`Entry::plain`]).
+    plain: bool,
     /// Event time.
     at_ms: i64,
 }
@@ -221,6 +227,7 @@ impl<'a> Fetch<'a> {
                 BodyForm::Text => None,
                 BodyForm::Base64 => Some(page.content_type.as_deref()),
             },
+            plain: crate::charset::is_plain_text(page.content_type.as_deref()),
             at_ms: page.fetched_at_ms,
         }
     }
@@ -253,7 +260,11 @@ impl SignCache {
             inner
                 .lru
                 .get_mut(f.url)
-                .filter(|e| e.body == f.body && e.form.as_ref().map(|c| c.as_deref()) == f.form)
+                .filter(|e| {
+                    e.body == f.body
+                        && e.form.as_ref().map(|c| c.as_deref()) == f.form
+                        && e.plain == f.plain
+                })
                 .map(|e| {
                     e.at_ms = e.at_ms.max(f.at_ms);
                     (Arc::clone(&e.parts), e.links.clone())
@@ -326,6 +337,7 @@ impl SignCache {
         let entry = Entry {
             body: f.body,
             form: f.form.map(|c| c.map(str::to_owned)),
+            plain: f.plain,
             at_ms,
             parts,
             links,
@@ -382,10 +394,11 @@ mod tests {
         "<p>Caf\u{e9} one two three four five six seven eight nine eleven</p><a href=\"/z\">z</a>",
         "<html><body><h1>T</h1><pre>a b\nc d</pre></body></html>",
     ];
-    const TYPES: [Option<&str>; 3] = [
+    const TYPES: [Option<&str>; 4] = [
         None,
         Some("text/html; charset=utf-8"),
         Some("text/html; charset=iso-8859-1"),
+        Some("Text/Plain; charset=utf-8"),
     ];
     const DAY: i64 = 24 * 3600 * 1000;
 
@@ -434,7 +447,7 @@ mod tests {
         /// cache give exactly the signatures of a preparer without one, within the budget.
         #[test]
         fn a_cached_page_has_the_signatures_signing_gives(
-            records in proptest::collection::vec((0..3usize, 0..4usize, any::<bool>(), 0..3usize, 0..3i64), 1..40),
+            records in proptest::collection::vec((0..3usize, 0..4usize, any::<bool>(), 0..4usize, 0..3i64), 1..40),
             budget in prop_oneof![Just(0usize), Just(3_000usize), Just(1 << 20)],
             window_days in 1..4i64,
         ) {
@@ -552,6 +565,9 @@ mod tests {
                 1,
                 "a text body ignores the content type",
             ),
+            ((0, 0, false, 3, 7), 0, "but for text/plain, read as text"),
+            ((0, 0, false, 3, 7), 1, "and again"),
+            ((0, 0, false, 0, 7), 0, "and back to HTML"),
             ((1, 0, false, 0, 7), 0, "same body, another URL"),
             (
                 (0, 3, false, 0, 7),
@@ -569,7 +585,7 @@ mod tests {
             assert_eq!(hits(record(u, h, b, ct, day)), want, "{why}");
         }
         let s = cache.stats();
-        assert_eq!((s.entries, s.hits, s.misses, s.refused), (2, 4, 7, 0));
+        assert_eq!((s.entries, s.hits, s.misses, s.refused), (2, 5, 9, 0));
     }
 
     /// A page with content is one hit or one miss; a record whose body does not decode is no

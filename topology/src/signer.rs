@@ -44,7 +44,7 @@ impl SignerConfig {
     /// Everything the signatures depend on, in words: hashed into the parameter fingerprint.
     pub fn describe(&self) -> String {
         format!(
-            "tokenizer=v{};text_hash=xxh3-128(terms joined by ' ');{};{};chunks={:?};paragraphs=pereira(150,3,450,seed {:#x});rp={:?};max_terms={}",
+            "tokenizer=v{};text/plain=as text;text_hash=xxh3-128(terms joined by ' ');{};{};chunks={:?};paragraphs=pereira(150,3,450,seed {:#x});rp={:?};max_terms={}",
             crate::TOKENIZER_VERSION,
             minhash::describe(&self.profile),
             simhash::describe(),
@@ -120,8 +120,21 @@ impl Signer {
     /// Signs the page whose decoded HTML is `html`, fetched from `page` (used to resolve links
     /// and to tell on-host images from off-host ones).
     pub fn sign(&mut self, html: &str, page: Option<&url::Url>) -> &PageSignature {
+        text::extract(html, page, &mut self.sig.extraction);
+        self.sign_extracted()
+    }
+
+    /// Signs a page served as plain text (`text/plain`: a text file, a WET file's extracted
+    /// text), read as text ([`text::extract_plain`]): its lines are lines, its `<` and `&`
+    /// characters; it has no title and no links.
+    pub fn sign_plain(&mut self, plain: &str) -> &PageSignature {
+        text::extract_plain(plain, &mut self.sig.extraction);
+        self.sign_extracted()
+    }
+
+    /// Signs the extraction in `self.sig`.
+    fn sign_extracted(&mut self) -> &PageSignature {
         let sig = &mut self.sig;
-        text::extract(html, page, &mut sig.extraction);
         self.term_fps.clear();
         let max = self.cfg.max_terms;
         let mut n = 0usize;
@@ -167,6 +180,38 @@ impl Signer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_text_signs_as_the_page_of_its_lines() {
+        let mut s = Signer::new(SignerConfig::default());
+        let text = "Fish & chips <b>cost</b> 5 < 6 here.\nThe second line of the file.\nthird";
+        let plain = s.sign_plain(text).clone();
+        // The same text as HTML: escaped, each line a paragraph.
+        let html = "<p>Fish &amp; chips &lt;b&gt;cost&lt;/b&gt; 5 &lt; 6 here.\
+                    <p>The second line of the file.<p>third";
+        let page = s.sign(html, None).clone();
+        assert_eq!(plain.tokens, 15);
+        assert_eq!(
+            (
+                plain.tokens,
+                plain.text_hash,
+                &plain.chunks,
+                &plain.b.minvalues,
+                plain.c
+            ),
+            (
+                page.tokens,
+                page.text_hash,
+                &page.chunks,
+                &page.b.minvalues,
+                page.c
+            )
+        );
+        assert_eq!(plain.title, 0);
+        assert_eq!(plain.extraction.links().count(), 0);
+        // The text misread as HTML loses what looks like markup.
+        assert!(s.sign(text, None).tokens < 15);
+    }
 
     #[test]
     fn one_pass_gives_every_signature() {

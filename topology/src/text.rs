@@ -59,6 +59,20 @@ pub fn visible_text(html: &str, out: &mut String) {
     *out = ex.text;
 }
 
+/// The extraction of a body served as plain text (`text/plain`): the text as it is, its line
+/// breaks kept as the text's own lines (a `<` or a `&` is a character, not markup); no title,
+/// no links. A U+FFFC of the text is blanked, since it would open an image term.
+pub fn extract_plain(text: &str, out: &mut Extraction) {
+    out.text.clear();
+    out.links.clear();
+    out.link_ends.clear();
+    out.title = None;
+    match memchr::memmem::find(text.as_bytes(), IMG_TERM_MARK_UTF8) {
+        None => out.text.push_str(text),
+        Some(_) => out.text.push_str(&text.replace(IMG_TERM_MARK, " ")),
+    }
+}
+
 /// One linear pass: visible text, `<img>` URL terms and out-links. Without a page URL, relative
 /// links cannot be resolved, so neither links nor image terms are extracted.
 pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {

@@ -230,3 +230,25 @@ fn an_empty_body_is_no_content() {
         ]
     );
 }
+
+/// A body served as `text/plain` (a text file, a WET file's extracted text) is text: its `<`
+/// and `&` are characters, not markup, so every word of it is a term; the same bytes served
+/// as HTML lose what looks like tags and entities.
+#[test]
+fn plain_text_bodies_are_read_as_text() {
+    let body = b"Compare a <b>c</b> &amp; d\nthen a second line";
+    let records = vec![
+        record(
+            "http://a.example/notes.txt",
+            1,
+            Some("Text/Plain; charset=utf-8"),
+            body,
+        ),
+        record("http://b.example/notes.html", 2, Some("text/html"), body),
+    ];
+    let run = run(&records);
+    let terms = |url| content(&run, url)["tokens"].as_u64().unwrap();
+    // compare a b c b amp d then a second line: 11; as HTML, "b", "/b" and "amp" are markup.
+    assert_eq!(terms("http://a.example/notes.txt"), 11);
+    assert_eq!(terms("http://b.example/notes.html"), 8);
+}
