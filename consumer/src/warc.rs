@@ -806,4 +806,190 @@ mod tests {
         .unwrap();
         assert_eq!((r.status, r.body), (200, None));
     }
+
+    /// An archive of every kind of record the reader tells apart: responses chunked, gzip- and
+    /// zstd-encoded, a resource, a conversion of a page in another file and one of a response
+    /// in this file, revisits (of the same URL and of another's capture), a DNS lookup, a
+    /// warcinfo record and, last, one too large to hold. Also the number of records, and
+    /// where the last begins.
+    fn every_kind_of_record() -> (Vec<u8>, u64, usize) {
+        use std::io::Write as _;
+        let mut out = Vec::new();
+        let mut n = 0u64;
+        // Appends a record; where it starts.
+        let mut rec = |kind: &str, uri: &str, extra: &str, block: &[u8]| {
+            let start = out.len();
+            n += 1;
+            let head = format!(
+                "WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Target-URI: {uri}\r\n\
+                 WARC-Record-ID: <urn:r{n}>\r\nWARC-Date: 2026-11-0{}T00:00:00Z\r\n{extra}\
+                 Content-Length: {}\r\n\r\n",
+                n % 9 + 1,
+                block.len()
+            );
+            out.extend(head.bytes());
+            out.extend(block);
+            out.extend(b"\r\n\r\n");
+            start
+        };
+        let page = b"<html><title>T</title><p>one two three four five six</p></html>";
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(page).unwrap();
+        let encoded = [
+            ("Transfer-Encoding: chunked", {
+                let mut b = format!("{:x}\r\n", page.len()).into_bytes();
+                b.extend(page);
+                b.extend(b"\r\n0\r\n\r\n");
+                b
+            }),
+            ("Content-Encoding: gzip", gz.finish().unwrap()),
+            (
+                "Content-Encoding: zstd",
+                zstd::encode_all(&page[..], 3).unwrap(),
+            ),
+        ];
+        rec("warcinfo", "", "", b"software: test\r\n");
+        for (i, (header, body)) in encoded.iter().enumerate() {
+            let mut block =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n{header}\r\n\r\n")
+                    .into_bytes();
+            block.extend(body);
+            let extra = format!("WARC-Payload-Digest: sha1:D{i}\r\n");
+            rec("response", &format!("http://a.example/{i}"), &extra, &block);
+        }
+        rec(
+            "resource",
+            "http://a.example/r.txt",
+            "Content-Type: text/plain\r\n",
+            b"a < b",
+        );
+        rec(
+            "conversion",
+            "http://b.example/",
+            "WARC-Refers-To: <urn:elsewhere>\r\n",
+            b"text",
+        );
+        rec(
+            "conversion",
+            "http://a.example/0",
+            "WARC-Refers-To: <urn:r2>\r\n",
+            b"text",
+        );
+        rec(
+            "revisit",
+            "http://a.example/0",
+            "",
+            b"HTTP/1.1 304 Not Modified\r\n\r\n",
+        );
+        rec(
+            "revisit",
+            "http://c.example/copy",
+            "WARC-Payload-Digest: sha1:D1\r\n",
+            b"HTTP/1.1 200 OK\r\n\r\n",
+        );
+        rec(
+            "response",
+            "dns:a.example",
+            "",
+            b"a.example. 300 IN A 192.0.2.1\n",
+        );
+        let last = rec("response", "http://a.example/big", "", &[b'x'; 70_000]);
+        (out, n, last)
+    }
+
+    /// Removes the file when dropped, however the test ends.
+    struct TempFile(std::path::PathBuf);
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+        /// Damaged archives, plain or compressed, damaged before or after compressing: reading
+        /// one never panics (it is an error naming the file, or it is read), and every record
+        /// read is counted once, in exactly one kind.
+        #[test]
+        fn a_damaged_archive_is_an_error_or_read_never_a_panic(
+            form in 0..3usize,
+            after_compressing in proptest::prelude::any::<bool>(),
+            flips in proptest::collection::vec((0..1usize << 16, 1..=255u8), 0..6),
+            cut in proptest::option::of(0..1usize << 16),
+        ) {
+            use std::io::Write as _;
+            let (plain, n, last) = every_kind_of_record();
+            // Damage within the records before the large one (a run of one byte, which would
+            // take most of it), or anywhere in a compressed file.
+            let damage = |mut b: Vec<u8>, span: usize| {
+                for &(at, x) in &flips {
+                    b[at % span] ^= x;
+                }
+                if let Some(at) = cut {
+                    b.truncate(at % (b.len() + 1));
+                }
+                b
+            };
+            let plain = if after_compressing { plain } else { damage(plain, last) };
+            let compressed = match form {
+                0 => plain,
+                1 => {
+                    let mut gz =
+                        flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                    gz.write_all(&plain).unwrap();
+                    gz.finish().unwrap()
+                }
+                _ => zstd::encode_all(&plain[..], 3).unwrap(),
+            };
+            let span = if form == 0 { last } else { compressed.len() };
+            let bytes = if after_compressing { damage(compressed, span) } else { compressed };
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let file = TempFile(std::env::temp_dir().join(format!(
+                "warc-property-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )));
+            std::fs::write(&file.0, &bytes).unwrap();
+            let mut counts = WarcCounts::default();
+            let mut captures = Captures::new(1 << 20);
+            let read = for_each_page_counted(
+                &file.0,
+                Arc::default(),
+                &mut captures,
+                2048,
+                &mut counts,
+                |_, page| {
+                    if let WarcPage::Response(r) = page {
+                        r.into_event();
+                    }
+                },
+            );
+            let c = &counts;
+            let kinds = c.responses + c.resources + c.conversions + c.conversions_of_pages
+                + c.revisits + c.revisits_of_others + c.revisits_elsewhere + c.too_large
+                + c.not_http + c.other;
+            proptest::prop_assert_eq!(kinds, c.records);
+            match read {
+                Ok(()) if flips.is_empty() && cut.is_none() => {
+                    proptest::prop_assert_eq!(c.records, n, "{:?}", c);
+                    proptest::prop_assert_eq!(
+                        (c.responses, c.resources, c.conversions, c.conversions_of_pages),
+                        (3, 1, 1, 1),
+                        "{:?}",
+                        c
+                    );
+                    proptest::prop_assert_eq!(
+                        (c.revisits, c.revisits_of_others, c.too_large, c.not_http, c.other),
+                        (1, 1, 1, 1, 1)
+                    );
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    let name = file.0.display().to_string();
+                    proptest::prop_assert!(format!("{e:#}").contains(&name), "{:#}", e);
+                }
+            }
+        }
+    }
 }
