@@ -392,7 +392,7 @@ pub struct ReplayArgs {
     /// Input files: JSON lines of page events, or WARC archives (their `response` and
     /// `resource` records, and their `revisit` records as the fetches they stand for), either
     /// optionally gzip- or zstd-compressed (`.warc.zst` with its dictionary too); told apart by
-    /// their first bytes.
+    /// their first bytes. `-` is the standard input; pipes (`<(curl ...)`) read as files do.
     #[arg(long, num_args = 1.., required_unless_present = "topic", conflicts_with = "topic")]
     pub input: Vec<PathBuf>,
     /// Replay a Kafka topic instead of files (needs --brokers).

@@ -114,23 +114,28 @@ const ZSTD_WINDOW_LOG_MAX: u32 = 31;
 /// first bytes are gzip's is gunzipped (every member, so `.warc.gz` of a member per record too);
 /// one whose first bytes are a zstd frame's is decompressed frame after frame (`.jsonl.zst`,
 /// `.warc.zst` without a dictionary); one that starts with the `.warc.zst` dictionary frame,
-/// with that dictionary.
+/// with that dictionary. `-` is the standard input. The file is opened once and read from its
+/// start to its end, so a pipe (`<(curl ...)`, `/dev/stdin`) reads as a file does.
 pub fn open_counted(path: &Path, read: Arc<AtomicU64>) -> Result<Box<dyn BufRead>> {
-    let open =
-        || File::open(path).with_context(|| format!("cannot open input file {}", path.display()));
+    let inner: Box<dyn Read> = if is_stdin(path) {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            File::open(path)
+                .with_context(|| format!("cannot open input file {}", path.display()))?,
+        )
+    };
+    let mut counted = Counted { inner, read };
     let mut head = Vec::with_capacity(4);
-    open()?
+    (&mut counted)
         .take(4)
         .read_to_end(&mut head)
         .with_context(|| format!("cannot read input file {}", path.display()))?;
-    let counted = Counted {
-        inner: open()?,
-        read,
-    };
-    let mut f = BufReader::with_capacity(1 << 20, counted);
+    let compression = Compression::of(&head);
+    let mut f = BufReader::with_capacity(1 << 20, std::io::Cursor::new(head).chain(counted));
     let zstd_error =
         |e: std::io::Error| anyhow::anyhow!("{}: not a readable zstd file: {e}", path.display());
-    Ok(match Compression::of(&head) {
+    Ok(match compression {
         Compression::None => Box::new(f),
         // The decoder buffers its input itself (nothing is read from `f` yet).
         Compression::Gzip => Box::new(BufReader::with_capacity(
@@ -152,18 +157,34 @@ pub fn open_counted(path: &Path, read: Arc<AtomicU64>) -> Result<Box<dyn BufRead
     })
 }
 
-/// Calls `f(line_number, bytes)` for every non-blank line of `path` (1-based numbers).
-pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8])) -> Result<()> {
-    for_each_line_counted(path, Arc::default(), f)
+/// Whether `path` names the standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
 }
 
-/// [`for_each_line`], counting the bytes read from the file in `read`.
-pub fn for_each_line_counted(
+/// Whether the (decompressed) input starts like a WARC file, and the input to read it from, as
+/// it was: the bytes looked at are put back in front.
+pub fn sniff_warc(mut r: Box<dyn BufRead>, path: &Path) -> Result<(bool, Box<dyn BufRead>)> {
+    let mut head = Vec::with_capacity(5);
+    (&mut r)
+        .take(5)
+        .read_to_end(&mut head)
+        .with_context(|| format!("cannot read the start of {}", path.display()))?;
+    let warc = head == b"WARC/";
+    Ok((warc, Box::new(std::io::Cursor::new(head).chain(r))))
+}
+
+/// Calls `f(line_number, bytes)` for every non-blank line of `path` (1-based numbers).
+pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8])) -> Result<()> {
+    for_each_line_of(path, open_lines(path)?, f)
+}
+
+/// [`for_each_line`] over `reader`, the input `path` opened ([`open_counted`]).
+pub fn for_each_line_of(
     path: &Path,
-    read: Arc<AtomicU64>,
+    mut reader: impl BufRead,
     mut f: impl FnMut(u64, &[u8]),
 ) -> Result<()> {
-    let mut reader = open_counted(path, read)?;
     let mut buf = Vec::with_capacity(1 << 16);
     let mut line_no = 0u64;
     loop {
@@ -523,7 +544,7 @@ pub fn replay_files(
 ) -> Result<ReplayReport> {
     // Every input is checked before any output is created, so a mistyped path leaves nothing
     // behind that looks like an empty result.
-    for path in inputs {
+    for path in inputs.iter().filter(|p| !is_stdin(p)) {
         File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
     }
     // A WARC block over this is not held: no page in it can be accepted (room for the HTTP
@@ -549,14 +570,15 @@ pub fn replay_files(
                 progress.update(r.records, read.load(Ordering::Relaxed));
             }
         };
-        if crate::warc::is_warc(path)? {
+        let (is_warc, reader) = sniff_warc(open_counted(path, read.clone())?, path)?;
+        if is_warc {
             let handle = |line: u64, page: WarcPage| {
                 r.record_warc(page, &src(line));
                 progress_of(&r);
             };
             crate::warc::for_each_page_counted(
                 path,
-                read.clone(),
+                reader,
                 &mut captures,
                 max_block,
                 &mut warc,
@@ -567,7 +589,7 @@ pub fn replay_files(
                 r.record(bytes, &src(line));
                 progress_of(&r);
             };
-            for_each_line_counted(path, read.clone(), handle)?;
+            for_each_line_of(path, reader, handle)?;
         }
         progress.file_done(read.load(Ordering::Relaxed));
         r.check()?;

@@ -231,38 +231,21 @@ impl ResponseRecord {
     }
 }
 
-/// True when the (possibly compressed) file starts like a WARC file.
-pub fn is_warc(path: &Path) -> Result<bool> {
-    let mut r = crate::replay::open_lines(path)?;
-    let mut head = [0u8; 5];
-    let mut n = 0;
-    while n < head.len() {
-        let k = r
-            .read(&mut head[n..])
-            .with_context(|| format!("cannot read the start of {}", path.display()))?;
-        match k {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(&head[..n] == b"WARC/")
-}
-
-/// Calls `f(record_number, page)` for every `response` and `resource` record of `path` and
-/// every `revisit` passed on (record numbers count every record of the file, from 1), adding
-/// what the file holds to `counts` and the bytes read from it to `read`; finds the captures
+/// Calls `f(record_number, page)` for every `response` and `resource` record of `path` (read
+/// from `r`, as [`crate::replay::open_counted`] opens it) and every `revisit` passed on (record
+/// numbers count every record of the file, from 1), adding what the file holds to `counts`;
+/// finds the captures
 /// that revisits refer to in `captures`, and keeps this file's there. A record whose block is
 /// over `max_block` bytes is not held in memory: a page record of that size is passed on as
 /// [`WarcPage::TooLarge`].
 pub fn for_each_page_counted(
     path: &Path,
-    read: Arc<std::sync::atomic::AtomicU64>,
+    mut r: impl BufRead,
     captures: &mut Captures,
     max_block: u64,
     counts: &mut WarcCounts,
     mut f: impl FnMut(u64, WarcPage),
 ) -> Result<()> {
-    let mut r = crate::replay::open_counted(path, read)?;
     // The record IDs of this file's pages (hashed), which its `conversion` records may name.
     let mut page_ids = std::collections::HashSet::new();
     let mut number = 0u64;
@@ -953,18 +936,13 @@ mod tests {
             std::fs::write(&file.0, &bytes).unwrap();
             let mut counts = WarcCounts::default();
             let mut captures = Captures::new(1 << 20);
-            let read = for_each_page_counted(
-                &file.0,
-                Arc::default(),
-                &mut captures,
-                2048,
-                &mut counts,
-                |_, page| {
+            let read = crate::replay::open_counted(&file.0, Arc::default()).and_then(|r| {
+                for_each_page_counted(&file.0, r, &mut captures, 2048, &mut counts, |_, page| {
                     if let WarcPage::Response(r) = page {
                         r.into_event();
                     }
-                },
-            );
+                })
+            });
             let c = &counts;
             let kinds = c.responses + c.resources + c.conversions + c.conversions_of_pages
                 + c.revisits + c.revisits_of_others + c.revisits_elsewhere + c.too_large
