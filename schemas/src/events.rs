@@ -64,7 +64,8 @@ pub struct ContentSignatures {
     pub text_hash: String,
     /// Raw body size in bytes.
     pub body_bytes: u64,
-    /// Size of the visible text in bytes (UTF-8).
+    /// Size of the visible text in bytes (UTF-8): an HTML page's rendered text, a `text/plain`
+    /// body's whole text.
     pub text_bytes: u64,
     /// Number of terms (tokens) in the visible text.
     pub tokens: u64,
@@ -92,7 +93,8 @@ pub struct ContentSignatures {
     /// Di Iorio: the K-dimensional random projection of the bag of words, each in [0, 1],
     /// rounded to 6 decimals.
     pub rp: Vec<f64>,
-    /// Out-links, resolved to absolute http(s) URLs, fragment dropped, in document order.
+    /// Out-links, resolved to absolute http(s) URLs, fragment dropped, in document order (none
+    /// for a `text/plain` body, which has no markup).
     pub out_links: Vec<String>,
 }
 
