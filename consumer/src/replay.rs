@@ -132,23 +132,24 @@ pub fn open_counted(path: &Path, read: Arc<AtomicU64>) -> Result<Box<dyn BufRead
         .read_to_end(&mut head)
         .with_context(|| format!("cannot read input file {}", path.display()))?;
     let compression = Compression::of(&head);
-    let mut f = BufReader::with_capacity(1 << 20, std::io::Cursor::new(head).chain(counted));
+    // The bytes looked at go back in front of the rest.
+    let source = std::io::Cursor::new(head).chain(counted);
     let zstd_error =
         |e: std::io::Error| anyhow::anyhow!("{}: not a readable zstd file: {e}", path.display());
     Ok(match compression {
-        Compression::None => Box::new(f),
-        // The decoder buffers its input itself (nothing is read from `f` yet).
+        Compression::None => Box::new(BufReader::with_capacity(1 << 20, source)),
+        // The gzip decoder buffers its input itself.
         Compression::Gzip => Box::new(BufReader::with_capacity(
             1 << 20,
-            flate2::read::MultiGzDecoder::new(f.into_inner()),
+            flate2::read::MultiGzDecoder::new(source),
         )),
-        Compression::Zstd => {
-            let mut d = zstd::stream::read::Decoder::with_buffer(f).map_err(zstd_error)?;
-            d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(zstd_error)?;
-            Box::new(BufReader::with_capacity(1 << 20, d))
-        }
-        Compression::ZstdDictionary => {
-            let dictionary = zstd_dictionary(&mut f).map_err(zstd_error)?;
+        Compression::Zstd | Compression::ZstdDictionary => {
+            let mut f = BufReader::with_capacity(1 << 20, source);
+            // No dictionary is an empty one (what the zstd crate's own plain decoder passes).
+            let dictionary = match compression {
+                Compression::ZstdDictionary => zstd_dictionary(&mut f).map_err(zstd_error)?,
+                _ => Vec::new(),
+            };
             let mut d =
                 zstd::stream::read::Decoder::with_dictionary(f, &dictionary).map_err(zstd_error)?;
             d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(zstd_error)?;

@@ -351,10 +351,6 @@ pub fn for_each_page_counted(
             }
             continue;
         }
-        let id_hash = |id: &str| {
-            use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-            BuildHasherDefault::<DefaultHasher>::default().hash_one(id)
-        };
         match kind {
             "conversion"
                 if get("warc-refers-to").is_some_and(|id| page_ids.contains(&id_hash(id))) =>
@@ -362,25 +358,25 @@ pub fn for_each_page_counted(
                 counts.conversions_of_pages += 1
             }
             "response" | "resource" | "conversion" => {
+                let block = Arc::new(block);
+                match kind {
+                    "conversion" => counts.conversions += 1,
+                    "resource" => counts.resources += 1,
+                    _ => {
+                        counts.responses += 1;
+                        let (digest, id) = (get("warc-payload-digest"), get("warc-record-id"));
+                        captures.keep(digest, id, uri, &block);
+                    }
+                }
                 if kind != "conversion" {
                     if let Some(id) = get("warc-record-id") {
                         page_ids.insert(id_hash(id));
                     }
                 }
-                let block = Arc::new(block);
                 // A resource is a page archived without its HTTP exchange (a file, a tool's
                 // own capture), a conversion the text extracted from one (a WET file): a 200
                 // fetch of the block, typed by the record.
                 let resource = (kind != "response").then(|| get("content-type").map(str::to_owned));
-                if kind == "conversion" {
-                    counts.conversions += 1;
-                } else if resource.is_some() {
-                    counts.resources += 1;
-                } else {
-                    counts.responses += 1;
-                    let (digest, id) = (get("warc-payload-digest"), get("warc-record-id"));
-                    captures.keep(digest, id, uri, &block);
-                }
                 let record = ResponseRecord {
                     url: uri.to_owned(),
                     date: date.map(str::to_owned),
@@ -423,6 +419,13 @@ pub fn for_each_page_counted(
             _ => counts.other += 1,
         }
     }
+}
+
+/// A record ID's hash, as a file's page IDs are kept for its `conversion` records (a fixed
+/// hasher: the same for every run).
+fn id_hash(id: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(id)
 }
 
 /// Whether a URI is http:// or https:// (the only pages neardup takes).
