@@ -126,7 +126,7 @@ pub fn is_binary(bytes: &[u8], content_type: Option<&str>) -> bool {
         return true;
     }
     // The MIME type's essence, lower-cased on the stack (a longer one is no type we know).
-    let essence = content_type.map_or("", |ct| ct.split(';').next().unwrap_or("").trim());
+    let essence = content_type.map_or("", essence);
     let mut lower = [0u8; 80];
     let essence = match lower.get_mut(..essence.len()) {
         Some(buf) => {
@@ -154,13 +154,12 @@ pub fn is_binary(bytes: &[u8], content_type: Option<&str>) -> bool {
 /// True when the declared type is `text/plain` (any parameters, any case): a body a browser
 /// shows as text, whose markup-like characters are text too.
 pub fn is_plain_text(content_type: Option<&str>) -> bool {
-    content_type.is_some_and(|ct| {
-        ct.split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .eq_ignore_ascii_case("text/plain")
-    })
+    content_type.is_some_and(|ct| essence(ct).eq_ignore_ascii_case("text/plain"))
+}
+
+/// A MIME type's essence: the type and subtype, without parameters, as written.
+fn essence(content_type: &str) -> &str {
+    content_type.split(';').next().unwrap_or("").trim()
 }
 
 /// What a MIME type essence (lower case) says: `Some(true)` binary, `Some(false)` text, `None`

@@ -42,6 +42,14 @@ impl Extraction {
             .map(|(a, &b)| &self.links[a..b])
     }
 
+    /// Empties it for the next page (its buffers kept).
+    fn clear(&mut self) {
+        self.text.clear();
+        self.links.clear();
+        self.link_ends.clear();
+        self.title = None;
+    }
+
     /// The text of the page's title: the first `<title>` element before `<body>` (an SVG
     /// drawing in the body has titles of its own), up to the next tag; `None` without one.
     pub fn title(&self) -> Option<&str> {
@@ -63,10 +71,7 @@ pub fn visible_text(html: &str, out: &mut String) {
 /// breaks kept as the text's own lines (a `<` or a `&` is a character, not markup); no title,
 /// no links. A U+FFFC of the text is blanked, since it would open an image term.
 pub fn extract_plain(text: &str, out: &mut Extraction) {
-    out.text.clear();
-    out.links.clear();
-    out.link_ends.clear();
-    out.title = None;
+    out.clear();
     match memchr::memmem::find(text.as_bytes(), IMG_TERM_MARK_UTF8) {
         None => out.text.push_str(text),
         Some(_) => out.text.push_str(&text.replace(IMG_TERM_MARK, " ")),
@@ -76,10 +81,7 @@ pub fn extract_plain(text: &str, out: &mut Extraction) {
 /// One linear pass: visible text, `<img>` URL terms and out-links. Without a page URL, relative
 /// links cannot be resolved, so neither links nor image terms are extracted.
 pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
-    out.text.clear();
-    out.links.clear();
-    out.link_ends.clear();
-    out.title = None;
+    out.clear();
     out.text.reserve(html.len() / 2);
     let mut base: Option<url::Url> = None;
     let mut in_pre = false;
