@@ -741,25 +741,8 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     );
     // warcinfo, request + response per page, four revisits, a resource, a DNS lookup, broken
     let records = 2 * responses + 8;
-    std::fs::write(dir.join("crawl.warc.gz"), &warc).unwrap();
-    std::fs::write(dir.join("events.jsonl"), &events).unwrap();
-
-    let (from_warc, from_events) = (dir.join("warc-out"), dir.join("events-out"));
-    let printed = neardup(&[
-        "replay",
-        "--input",
-        dir.join("crawl.warc.gz").to_str().unwrap(),
-        "--out",
-        from_warc.to_str().unwrap(),
-    ]);
-    neardup(&[
-        "replay",
-        "--input",
-        dir.join("events.jsonl").to_str().unwrap(),
-        "--out",
-        from_events.to_str().unwrap(),
-    ]);
-    let summary = String::from_utf8(printed.stdout).unwrap();
+    let (summary, from_warc) = replay_file(&dir, "crawl.warc.gz", &warc);
+    let (_, from_events) = replay_file(&dir, "events.jsonl", events.as_bytes());
     assert!(
         summary.contains(&format!("WARC records: {records}, responses replayed {}, resources replayed 1, conversions (extracted text) replayed 0, conversions of a page read before them skipped 0, revisits replayed as 304 1, revisits of other URLs replayed with their capture's body 2, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) 1, records too large to hold (dead letters) 0, records of other schemes than http(s) skipped 1, other records skipped {}", responses + 1, responses + 1)),
         "{summary}"

@@ -304,6 +304,16 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// "median M ms, p99 P ms, max X ms" of sorted delays.
+fn spread(sorted: &[i64]) -> String {
+    format!(
+        "median {} ms, p99 {} ms, max {} ms",
+        percentile(sorted, 0.5),
+        percentile(sorted, 0.99),
+        sorted.last().copied().unwrap_or(0)
+    )
+}
+
 const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
      [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
      [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] \
@@ -537,12 +547,7 @@ fn main() {
             }
             let mut d: Vec<i64> = from.iter().zip(to.iter()).map(|(a, b)| b - a).collect();
             d.sort_unstable();
-            println!(
-                "  {hop}: median {} ms, p99 {} ms, max {} ms",
-                percentile(&d, 0.5),
-                percentile(&d, 0.99),
-                d.last().copied().unwrap_or(0)
-            );
+            println!("  {hop}: {}", spread(&d));
         }
     }
     // (produce time, input position) of each page event.
@@ -607,18 +612,14 @@ fn main() {
     delays.sort_unstable();
     println!(
         "latency, page event produced -> pair event appended, at {half:.0} records/s over {n} records: \
-         {} pair events, median {} ms, p99 {} ms, max {} ms",
+         {} pair events, {}",
         delays.len(),
-        percentile(&delays, 0.5),
-        percentile(&delays, 0.99),
-        delays.last().copied().unwrap_or(0)
+        spread(&delays)
     );
     println!(
-        "  of which the pages produced after the first 2 s: {} pair events, median {} ms, p99 {} ms, max {} ms",
+        "  of which the pages produced after the first 2 s: {} pair events, {}",
         steady.len(),
-        percentile(&steady, 0.5),
-        percentile(&steady, 0.99),
-        steady.last().copied().unwrap_or(0)
+        spread(&steady)
     );
     if echo {
         // Again after neardup's run: tansu, which keeps every topic in memory, grows slower
@@ -699,13 +700,9 @@ fn echo_baseline(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: f64, when:
     };
     let (all, steady) = (delays(0), delays(2000));
     println!(
-        "echo baseline ({when} neardup's live run: the broker and client alone), page event produced -> record passed on appended, at {rate:.0} records/s over {n} records: median {} ms, p99 {} ms, max {} ms; after the first 2 s: median {} ms, p99 {} ms, max {} ms",
-        percentile(&all, 0.5),
-        percentile(&all, 0.99),
-        all.last().copied().unwrap_or(0),
-        percentile(&steady, 0.5),
-        percentile(&steady, 0.99),
-        steady.last().copied().unwrap_or(0),
+        "echo baseline ({when} neardup's live run: the broker and client alone), page event produced -> record passed on appended, at {rate:.0} records/s over {n} records: {}; after the first 2 s: {}",
+        spread(&all),
+        spread(&steady),
     );
 }
 
