@@ -10,8 +10,8 @@
 #   - for the broker-restart, SCRAM and TLS tests, tansu built with PostgreSQL storage and PostgreSQL 17
 #     (tests/kafka-pg-broker.sh; once per machine, in /var/tmp/neardup-pg-broker: about 18
 #     minutes the first time);
-#   - helm, hadolint, kubernetes-validate (PyPI) and the CRD schemas (npm) for the chart's
-#     tests, in .ci/helm (tests/helm/tools.sh).
+#   - helm, hadolint, kubernetes-validate (PyPI), the CRD schemas (npm) and promtool (Debian's
+#     prometheus package, unpacked) for the chart's tests, in .ci/helm (tests/helm/tools.sh).
 # usage: tests/run-all.sh [extra cargo test args]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -35,7 +35,7 @@ RELEASE = "crawl"
 FULL = f"{RELEASE}-neardup"  # the chart's full name for this release
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas.
 KUBE_VERSIONS = ("1.25.0", "1.37.0")
-CRD_KINDS = {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"}
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "ScaledObject", "TriggerAuthentication"}
 STAGES = ("sign", "index", "shard", "verify", "cluster", "mirror")
 
 
@@ -182,6 +182,51 @@ class ChartTest(unittest.TestCase):
         (r,) = self.validate_crds([broken])
         self.assertFalse(r["ok"])
         self.assertIn("scaleTargetRef", r["error"])
+
+    def promtool_test(self, rule):
+        """`promtool check rules` and `promtool test rules` (tests/helm/alerts_test.yml) on the
+        groups of `rule`, a rendered PrometheusRule; returns the test run's output."""
+        promtool = tool("promtool")
+        with tempfile.TemporaryDirectory() as tmp:
+            rules = Path(tmp) / "rules.yml"
+            rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
+            shutil.copy(Path(__file__).with_name("alerts_test.yml"), tmp)
+            check = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True)
+            self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+            run = subprocess.run(
+                [promtool, "test", "rules", "alerts_test.yml"], cwd=tmp, capture_output=True, text=True
+            )
+            return run.returncode, run.stdout + run.stderr
+
+    def test_alerts_fire_when_they_should_and_not_otherwise(self):
+        # The rendered rules are valid PromQL, and each alert fires on the series of
+        # alerts_test.yml that should fire it, with its labels and texts, and on no other.
+        (rule,) = render("servicemonitor").of("PrometheusRule")
+        code, out = self.promtool_test(rule)
+        self.assertEqual(code, 0, out)
+        self.assertIn("SUCCESS", out)
+        # The tests can fail: with a higher lag threshold the lagging stage raises no alert.
+        (rule,) = Render([CHART / "ci" / "servicemonitor-values.yaml"], ["prometheusRule.consumerLagRecords=130000"]).of(
+            "PrometheusRule"
+        )
+        code, out = self.promtool_test(rule)
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("NeardupConsumerLagHigh", out)
+        # Off by default.
+        self.assertEqual(render("default").of("PrometheusRule"), [])
+
+    def test_alerts_name_only_metrics_neardup_exports(self):
+        (rule,) = render("servicemonitor").of("PrometheusRule")
+        exprs = " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"])
+        used = set(re.findall(r"\bneardup_[a-z_]+", exprs))
+        sources = "".join(p.read_text() for p in (ROOT / "consumer" / "src").glob("*.rs"))
+        exported = set(re.findall(r'"(neardup_[a-z_]+)"', sources))
+        self.assertGreaterEqual(len(used), 6, used)
+        self.assertEqual(used - exported, set(), "alerts on metrics neardup does not export")
+        # Each series the alerts select is the ServiceMonitor's: its job is the Service's name.
+        service = render("servicemonitor").one("Service", FULL)
+        self.assertIn(f'job="{service["metadata"]["name"]}", namespace="crawl"', exprs)
+        self.assertEqual(rule["metadata"]["labels"]["release"], "kube-prometheus-stack")
 
     def test_probes_ports_and_grace_period(self):
         for variant in VARIANTS:
@@ -412,6 +457,8 @@ class ChartTest(unittest.TestCase):
             (["stages.all.replica=2"], "Additional property replica is not allowed"),
             (["sasl.mechanism=SCRAM"], "sasl.mechanism"),
             (["split=true", "keda.enabled=true", "stages.sign.kind=StatefulSet"], "stages.sign.kind: Deployment"),
+            (["prometheusRule.enabled=true"], "needs serviceMonitor.enabled"),
+            (["serviceMonitor.enabled=true", "prometheusRule.enabled=true", "prometheusRule.stalledFor=10"], "stalledFor"),
         ]
         for sets, message in cases:
             with self.subTest(sets=sets):
@@ -469,6 +516,11 @@ class ChartTest(unittest.TestCase):
                     (target,) = re.findall(r"exec (\S+) -- neardup run", notes)
                     self.assertIn(target, names)
                     self.assertEqual("internal.signed" in notes, variant in ("split", "keda", "sasl"))
+                    # the alerts named in the notes are the PrometheusRule's, when there is one
+                    rules = [r["alert"] for p in docs if p["kind"] == "PrometheusRule" for g in p["spec"]["groups"] for r in g["rules"]]
+                    self.assertEqual(re.findall(r"\bNeardup[A-Za-z]+", notes), rules)
+                    if rules:
+                        self.assertIn(f"PrometheusRule {FULL}", notes)
                     # in a split release, the cluster map is asked of the cluster stage
                     forwards = re.findall(r"port-forward (\S+) ", notes)
                     self.assertEqual(forwards[0], f"svc/{FULL}")

