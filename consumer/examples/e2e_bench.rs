@@ -641,7 +641,7 @@ fn main() {
 /// `--echo-baseline`: the delay the broker and the client library alone add at the live run's
 /// rate. A consumer that does nothing but pass each record on (a small record with its key, to
 /// `TOPIC.out`), with the librdkafka settings `neardup run` uses for both directions (but for
-/// `fetch.message.max.bytes`, 20 MB as the bare read's, where neardup keeps 1 MiB), is fed
+/// `fetch.message.max.bytes`, 20 MB as the bare read's, where neardup takes 8 MiB), is fed
 /// `lines` at `rate` records/s, alone on the machine, `when` (before or after) neardup's live
 /// run: each record's delay is the append time of the record passed on minus the produce time
 /// of the page event. It is the floor under neardup's latency on this broker at this hour.

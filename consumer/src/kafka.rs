@@ -510,7 +510,9 @@ pub async fn run(
     checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // While a checkpoint waits for the outputs in flight: when it gives up.
     let mut checkpoint_due: Option<tokio::time::Instant> = None;
-    let mut last_checkpoint: Option<Instant> = None;
+    // With checkpoints on, their age counts from the start until the first is written, so a
+    // process whose every checkpoint is skipped shows it (and `NeardupCheckpointStale` fires).
+    let mut last_checkpoint: Option<Instant> = store.as_ref().map(|_| Instant::now());
     let checkpoint_age = gauge!("neardup_checkpoint_age_seconds");
     let mut restored: HashSet<i32> = HashSet::new();
     let mut restored_records = 0u64;
