@@ -1280,14 +1280,29 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     // The first instance keeps checkpoints: one follows each release.
     let ckpt = dir.join("checkpoints");
     let ckpt_arg = ckpt.to_str().unwrap();
+    // Its /metrics: the lag it reports for partition 0 while it owns it, and once it lost it.
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
     let mut a = s.spawn_logged(
         &[
             &slow[..],
             &["-X", "client.id=zz-first", "--checkpoint-dir", ckpt_arg],
+            &["--http-listen", &listen, "-X", "statistics.interval.ms=500"],
         ]
         .concat(),
         &log_a,
     );
+    let metric_of_a = |series: &str| -> Option<f64> {
+        let (_, body) = http_get(port, "/metrics")?;
+        body.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let lag_series = format!(
+        "neardup_consumer_lag{{topic=\"{}\",partition=\"0\"}}",
+        s.input
+    );
+    let lag_of_a = || metric_of_a(&lag_series);
     let wait_for = |n: i64, what: &str| {
         let started = Instant::now();
         while s.count(OutputKind::Signatures) < n {
@@ -1299,6 +1314,22 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
         }
     };
     wait_for(total_signatures / 4, "first instance");
+    // librdkafka's statistics (every 500 ms here) give the first instance's lag; with
+    // checkpoints on, their age counts from the start until the first is written (none is due
+    // for 5 minutes).
+    let started = Instant::now();
+    let lag_before = loop {
+        let age = metric_of_a("neardup_checkpoint_age_seconds");
+        if let (Some(lag), Some(_)) = (lag_of_a().filter(|&l| l > 0.0), age.filter(|&a| a > 0.0)) {
+            break lag;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the first instance never reported its lag: {:?}",
+            http_get(port, "/metrics")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let mut b = s.spawn_logged(
         &[&slow[..], &["-X", "client.id=aa-second"]].concat(),
         &log_b,
@@ -1321,6 +1352,18 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let at_handover = s.count(OutputKind::Signatures);
+    // The first instance no longer reports the lag of the partition it gave up (librdkafka's
+    // statistics go on listing it with the lag it had; summed with the second instance's, the
+    // group's lag counted the partition twice).
+    let started = Instant::now();
+    while lag_of_a() != Some(0.0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the first instance still reports a lag of {:?} for a partition it gave up (it reported {lag_before} while it owned it)",
+            lag_of_a()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     wait_for(at_handover + total_signatures / 8, "second instance");
     assert!(
         signal_and_wait(&mut b, "-TERM").success(),

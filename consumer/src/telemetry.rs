@@ -24,10 +24,10 @@
 //! | `neardup_in_flight_records` | gauge | |
 //! | `neardup_committed_offset` | gauge | `partition` |
 //! | `neardup_restored_records_total` | counter | |
-//! | `neardup_checkpoint_age_seconds`, `neardup_checkpoint_bytes` | gauge | |
+//! | `neardup_checkpoint_age_seconds`, `neardup_checkpoint_bytes` | gauge | (with `--checkpoint-dir`: seconds since the last checkpoint written, since the start before the first; its size) |
 //! | `neardup_checkpoint_write_seconds` | histogram | |
 //! | `neardup_checkpoints_total` | counter | |
-//! | `neardup_consumer_lag` | gauge | `topic`, `partition` |
+//! | `neardup_consumer_lag` | gauge | `topic`, `partition` (the partitions assigned; 0 for one given up since) |
 //! | `neardup_brokers_up` | gauge | |
 
 use metrics::{counter, gauge};
@@ -36,8 +36,9 @@ use neardup_schemas::PairLevel;
 use neardup_topology::sign_cache::SignCacheStats;
 use neardup_topology::Topology;
 use rdkafka::statistics::Statistics;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// Installs the process-wide Prometheus recorder (once) and returns its handle.
 pub fn install() -> anyhow::Result<PrometheusHandle> {
@@ -101,14 +102,32 @@ pub fn record_sign_cache(s: &SignCacheStats) {
 }
 
 /// Copies librdkafka's statistics (consumer lag, broker states) into the registry and `health`.
+///
+/// Lag is reported for the partitions assigned to this consumer ([`Health::owned`]). A
+/// partition it gave up (to another instance of the group) is set to 0 at the next statistics:
+/// librdkafka goes on listing it with the lag it had then (and, after the next assignment, even
+/// as `desired`), so the gauge kept that value, a group's summed lag counted the partition
+/// twice, and an alert on lag without progress would have fired on the instance that only
+/// lost it (the rebalance test against the broker checks this).
 pub fn record_kafka(stats: &Statistics, health: &Health) {
+    let owned = health.owned.lock().expect("owned partitions").clone();
+    let mut reported = health.lag_reported.lock().expect("lag partitions");
     for (topic, t) in &stats.topics {
         for (p, part) in &t.partitions {
-            // Partition -1 is librdkafka's internal "unassigned" partition; a lag of -1 unknown.
-            if *p >= 0 && part.consumer_lag >= 0 {
+            // A lag of -1 is unknown.
+            let key = (topic.clone(), *p);
+            if part.consumer_lag >= 0 && owned.contains(&key) {
                 gauge!("neardup_consumer_lag", "topic" => topic.clone(), "partition" => p.to_string())
                     .set(part.consumer_lag as f64);
+                reported.insert(key);
             }
+        }
+    }
+    for (topic, p) in std::mem::take(&mut *reported) {
+        if owned.contains(&(topic.clone(), p)) {
+            reported.insert((topic, p));
+        } else {
+            gauge!("neardup_consumer_lag", "topic" => topic, "partition" => p.to_string()).set(0.0);
         }
     }
     let up = stats
@@ -129,6 +148,11 @@ pub struct Health {
     pub restoring: AtomicU32,
     /// A broker answered lately (a record arrived, or the statistics show one up).
     pub broker_up: AtomicBool,
+    /// The partitions (topic, partition) assigned to the consumer, kept by its rebalance
+    /// callbacks.
+    pub owned: Mutex<BTreeSet<(String, i32)>>,
+    /// The partitions whose consumer lag is reported (see [`record_kafka`]).
+    pub lag_reported: Mutex<BTreeSet<(String, i32)>>,
 }
 
 impl Health {
