@@ -1324,8 +1324,8 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
             break lag;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the first instance never reported its lag: {:?}",
+            started.elapsed() < Duration::from_secs(20),
+            "the first instance never reported both its lag and its checkpoint age: {:?}",
             http_get(port, "/metrics")
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -1358,7 +1358,7 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     let started = Instant::now();
     while lag_of_a() != Some(0.0) {
         assert!(
-            started.elapsed() < Duration::from_secs(10),
+            started.elapsed() < Duration::from_secs(20),
             "the first instance still reports a lag of {:?} for a partition it gave up (it reported {lag_before} while it owned it)",
             lag_of_a()
         );

@@ -113,3 +113,11 @@ Top-level scalars first, then one table per map (`[topology]`, `[kafka]`), keys 
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* An alert's labels: its severity and the release's `prometheusRule.extraAlertLabels`. */}}
+{{- define "neardup.alertLabels" -}}
+severity: {{ .severity }}
+{{- with .extra }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
