@@ -175,12 +175,8 @@ pub fn sniff_warc(mut r: Box<dyn BufRead>, path: &Path) -> Result<(bool, Box<dyn
     Ok((warc, Box::new(std::io::Cursor::new(head).chain(r))))
 }
 
-/// Calls `f(line_number, bytes)` for every non-blank line of `path` (1-based numbers).
-pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8])) -> Result<()> {
-    for_each_line_of(path, open_lines(path)?, f)
-}
-
-/// [`for_each_line`] over `reader`, the input `path` opened ([`open_counted`]).
+/// Calls `f(line_number, bytes)` for every non-blank line of `reader`, the input `path` opened
+/// ([`open_counted`]) (1-based numbers).
 pub fn for_each_line_of(
     path: &Path,
     mut reader: impl BufRead,
