@@ -299,9 +299,6 @@ impl ConsumerContext for RunContext {
     fn post_rebalance(&self, _c: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) => {
-                self.health
-                    .assigned
-                    .store(tpl.count() > 0, Ordering::Relaxed);
                 // Added to (a cooperative assignment names only the partitions it adds).
                 self.health
                     .owned
@@ -311,7 +308,6 @@ impl ConsumerContext for RunContext {
                 info!(partitions = ?partitions(tpl), "partitions assigned")
             }
             Rebalance::Revoke(tpl) => {
-                self.health.assigned.store(false, Ordering::Relaxed);
                 let mut owned = self.health.owned.lock().expect("owned partitions");
                 for tp in topic_partitions(tpl) {
                     owned.remove(&tp);

@@ -142,14 +142,12 @@ pub fn record_kafka(stats: &Statistics, health: &Health) {
 /// Readiness, shared between the run loop, librdkafka's callbacks and the HTTP server.
 #[derive(Debug, Default)]
 pub struct Health {
-    /// The consumer has partitions assigned.
-    pub assigned: AtomicBool,
     /// Partitions being restored now.
     pub restoring: AtomicU32,
     /// A broker answered lately (a record arrived, or the statistics show one up).
     pub broker_up: AtomicBool,
     /// The partitions (topic, partition) assigned to the consumer, kept by its rebalance
-    /// callbacks.
+    /// callbacks (ready needs one).
     pub owned: Mutex<BTreeSet<(String, i32)>>,
     /// The partitions whose consumer lag is reported (see [`record_kafka`]).
     pub lag_reported: Mutex<BTreeSet<(String, i32)>>,
@@ -162,7 +160,7 @@ impl Health {
         if !self.broker_up.load(Ordering::Relaxed) {
             missing.push("no broker reachable");
         }
-        if !self.assigned.load(Ordering::Relaxed) {
+        if self.owned.lock().expect("owned partitions").is_empty() {
             missing.push("no partitions assigned");
         }
         if self.restoring.load(Ordering::Relaxed) > 0 {
@@ -188,7 +186,7 @@ mod tests {
             Err(vec!["no broker reachable", "no partitions assigned"])
         );
         h.broker_up.store(true, Ordering::Relaxed);
-        h.assigned.store(true, Ordering::Relaxed);
+        h.owned.lock().unwrap().insert(("pages".to_owned(), 0));
         assert_eq!(h.ready(), Ok(()));
         h.restoring.fetch_add(1, Ordering::Relaxed);
         assert_eq!(h.ready(), Err(vec!["restoring state"]));
