@@ -88,18 +88,7 @@ impl Setup {
         partitions: i32,
         auth: Vec<(&'static str, String)>,
     ) -> Setup {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let id = format!("{name}-{}-{nanos}", std::process::id());
-        let s = Setup {
-            brokers,
-            input: format!("{id}.pages"),
-            group: format!("{id}.group"),
-            prefix: format!("{id}.out."),
-            auth,
-        };
+        let s = Setup::named(name, brokers, auth);
         let mut names = vec![s.input.clone()];
         names.extend(OutputKind::ALL.iter().map(|k| s.topic(*k)));
         let topics: Vec<(&str, i32)> = names
@@ -108,6 +97,22 @@ impl Setup {
             .collect();
         s.create_topics(&topics).await;
         s
+    }
+
+    /// The names of this test's topics, group and prefix, without creating any topic.
+    fn named(name: &str, brokers: String, auth: Vec<(&'static str, String)>) -> Setup {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let id = format!("{name}-{}-{nanos}", std::process::id());
+        Setup {
+            brokers,
+            input: format!("{id}.pages"),
+            group: format!("{id}.group"),
+            prefix: format!("{id}.out."),
+            auth,
+        }
     }
 
     /// Creates topics of (name, partitions).
@@ -230,6 +235,36 @@ impl Setup {
         let names = ["internal.signed", "internal.indexed"].map(|t| format!("{}{t}", self.prefix));
         self.create_topics(&[(&names[0], signed_partitions), (&names[1], 1)])
             .await;
+    }
+
+    /// `neardup topics` with this test's topics and `extra`: whether it exited 0, and its
+    /// report (and errors).
+    fn topics(&self, extra: &[&str]) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["topics", "--brokers", &self.brokers])
+            .args(["--input-topic", &self.input, "--output-prefix", &self.prefix])
+            .args(extra)
+            .output()
+            .expect("run neardup topics");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    /// The partitions of `topic` (0: it does not exist), asked without creating it.
+    fn partitions(&self, topic: &str) -> usize {
+        let c: BaseConsumer = self.config().set("group.id", &self.group).create().unwrap();
+        let md = c
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .unwrap();
+        md.topics()
+            .iter()
+            .filter(|t| t.name() == topic && t.error().is_none())
+            .map(|t| t.partitions().len())
+            .sum()
     }
 
     fn spawn(&self, extra: &[&str]) -> Child {
@@ -734,6 +769,76 @@ fn exit_at_end_on_a_missing_input_topic_stops_with_the_reason() {
         err.contains("the input topic neardup-test-no-such-topic does not exist"),
         "{err}"
     );
+}
+
+/// `neardup topics` against the broker, on a deployment whose input topic is all there is: it
+/// reports every output and internal topic missing (exit 1); `--create` makes them, each with
+/// the partitions it needs (the outputs as many as the input; the steps topic one per key
+/// shard), and a check then passes; a check with another `--key-shards` names the steps topic
+/// as wrong. Before that, `neardup run` on a broker that does not create topics on first use
+/// (here: the producer told not to ask) stops at once, naming the missing outputs and the
+/// command that creates them, instead of queueing its outputs until they time out; after it,
+/// the run publishes exactly the oracle's outputs into the created topics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_creates_what_a_deployment_needs_and_run_refuses_missing_outputs() {
+    let s = Setup::named("topics", brokers(), vec![]);
+    s.create_topics(&[(&s.input, 1)]).await;
+    let sample = sample_crawl(&SampleOptions::default());
+    s.produce(&sample).await;
+    let no_auto_create = ["-X", "allow.auto.create.topics=false", "--exit-at-end"];
+    let started = Instant::now();
+    let err = s.run_logged(&no_auto_create, false);
+    assert!(
+        err.contains("neardup topics --create") && err.contains(&s.topic(OutputKind::Pairs)),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60), "{err}");
+    assert!(s.partitions(&s.topic(OutputKind::Pairs)) == 0);
+
+    let split = ["--key-shards", "2", "--mirror-stage"];
+    let (ok, report) = s.topics(&split);
+    assert!(!ok, "{report}");
+    let steps = format!("{}internal.steps", s.prefix);
+    let line = |report: &str, topic: &str| {
+        report
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(topic))
+            .unwrap_or_else(|| panic!("no {topic} in\n{report}"))
+            .to_owned()
+    };
+    assert!(line(&report, &steps).contains("missing"), "{report}");
+    assert!(line(&report, &s.input).contains("ok"), "{report}");
+
+    let (ok, report) = s.topics(&[&split[..], &["--create"]].concat());
+    assert!(ok, "{report}");
+    assert!(line(&report, &steps).contains("created"), "{report}");
+    for (topic, partitions) in [
+        (s.topic(OutputKind::Signatures), 1),
+        (s.topic(OutputKind::DeadLetter), 1),
+        (format!("{}internal.signed", s.prefix), 1),
+        (steps.clone(), 2),
+        (format!("{}internal.answered", s.prefix), 1),
+        (format!("{}internal.indexed", s.prefix), 1),
+        (format!("{}internal.clustered", s.prefix), 1),
+    ] {
+        assert_eq!(s.partitions(&topic), partitions, "{topic}");
+    }
+    let (ok, report) = s.topics(&split);
+    assert!(ok, "{report}");
+    let (ok, report) = s.topics(&["--key-shards", "3", "--mirror-stage"]);
+    assert!(!ok, "{report}");
+    assert!(
+        line(&report, &steps).contains("wrong: has 2 partitions, needs 3"),
+        "{report}"
+    );
+
+    let mut child = s.spawn(&no_auto_create);
+    assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
+    let got = s.read_outputs();
+    let want = s.oracle(&sample);
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
 }
 
 /// The split topology: `--stage sign` (input -> internal topic, dead letters), `--stage index`

@@ -25,6 +25,10 @@ pub enum Command {
     /// Run the topology over JSONL or WARC files (plain, gzip or zstd) or a Kafka topic range,
     /// writing one JSONL file per output topic and a report.
     Replay(ReplayArgs),
+    /// Check the topics a deployment of this configuration reads and writes (the input, the
+    /// outputs, and the split stages' internal topics with the partitions each needs) and, with
+    /// `--create`, create the missing ones. Takes `neardup run`'s flags, variables and file.
+    Topics(TopicsArgs),
     /// Run the whole topology on an embedded Kafka cluster with a built-in sample crawl.
     Demo(DemoArgs),
     /// Score pair events (`pairs.jsonl`) against the benchmark's truth.json or labelled pairs.
@@ -425,6 +429,31 @@ pub struct ReplayArgs {
     /// Topology parameters.
     #[command(flatten)]
     pub topology: TopologyArgs,
+}
+
+/// `neardup topics`.
+#[derive(Debug, Clone, Args)]
+pub struct TopicsArgs {
+    /// Create the missing topics (the input topic excepted: it is the crawler's). Without it,
+    /// only check; either way the exit status is 1 when a topic neardup writes is missing or
+    /// cannot work as it is (wrong partitions, too small a `max.message.bytes`).
+    #[arg(long)]
+    pub create: bool,
+    /// Include the internal topics of the split topology (sign, index, cluster; implied by
+    /// `--stage` other than `all`, `--key-shards` and `--mirror-stage`).
+    #[arg(long)]
+    pub split: bool,
+    /// Partitions of a created output topic. Default: the input topic's, else 1. (The internal
+    /// topics get the partitions they need.)
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub partitions: Option<u16>,
+    /// Replication factor of the topics created; -1: the broker's default
+    /// (`default.replication.factor`).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-1..=32))]
+    pub replication_factor: i32,
+    /// The configuration, as `neardup run` takes it.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `neardup demo`.

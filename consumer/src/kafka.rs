@@ -502,6 +502,9 @@ pub async fn run(
     if opts.stage == Stage::Sign {
         check_signed_partitions(&consumer, &opts.input_topic, &opts.internal_topic())?;
     }
+    tokio::task::block_in_place(|| {
+        crate::topics::check_outputs(&consumer, &producer, opts, topo.config())
+    })?;
     // A run that stops at the end of its input has nothing to wait for if there is none (a run
     // without --exit-at-end waits, with librdkafka's warning, for the topic to appear).
     // Metadata that cannot be read at all (no broker, rejected credentials) is left to the run

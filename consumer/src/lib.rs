@@ -21,5 +21,6 @@ pub mod report;
 pub mod sample;
 pub mod summary;
 pub mod telemetry;
+pub mod topics;
 pub mod warc;
 mod workers;

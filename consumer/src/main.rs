@@ -73,6 +73,33 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
             }
             run(args)
         }
+        Command::Topics(mut args) => {
+            config::resolve_run(&mut args.run, sub("topics"))?;
+            if args.run.check_config {
+                anyhow::bail!("--check-config is a flag of `neardup run`; `neardup topics` without --create only checks, and changes nothing");
+            }
+            let opts: kafka::KafkaOptions = (&args.run).into();
+            let req = neardup::topics::TopicsRequest {
+                create: args.create,
+                split: args.split,
+                partitions: args.partitions.map(usize::from),
+                replication_factor: args.replication_factor,
+            };
+            let (report, ready) = runtime()?.block_on(neardup::topics::topics(
+                &opts,
+                &args.run.topology.config(),
+                &req,
+            ))?;
+            print!("{report}");
+            if !ready {
+                anyhow::bail!(if args.create {
+                    "some topics above cannot work as they are; see their status"
+                } else {
+                    "some topics above are missing or cannot work as they are: `--create` makes the missing ones"
+                });
+            }
+            Ok(())
+        }
         Command::Demo(args) => runtime()?.block_on(demo::demo(&args)),
         Command::Eval(args) => {
             print!("{}", eval::run(&args)?);
