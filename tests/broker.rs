@@ -242,7 +242,12 @@ impl Setup {
     fn topics(&self, extra: &[&str]) -> (bool, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
             .args(["topics", "--brokers", &self.brokers])
-            .args(["--input-topic", &self.input, "--output-prefix", &self.prefix])
+            .args([
+                "--input-topic",
+                &self.input,
+                "--output-prefix",
+                &self.prefix,
+            ])
             .args(extra)
             .output()
             .expect("run neardup topics");

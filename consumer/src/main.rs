@@ -75,10 +75,15 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
         }
         Command::Topics(mut args) => {
             config::resolve_run(&mut args.run, sub("topics"))?;
-            if args.run.check_config {
-                anyhow::bail!("--check-config is a flag of `neardup run`; `neardup topics` without --create only checks, and changes nothing");
-            }
             let opts: kafka::KafkaOptions = (&args.run).into();
+            if args.run.check_config {
+                // Without the broker: the configuration, and the topics it needs.
+                kafka::check_clients(&opts)?;
+                print!("{}", config::to_toml(&config::effective(&args.run)));
+                let needs = neardup::topics::plan(&opts, &args.run.topology.config(), args.split);
+                print!("{}", neardup::topics::describe(&needs));
+                return Ok(());
+            }
             let req = neardup::topics::TopicsRequest {
                 create: args.create,
                 split: args.split,

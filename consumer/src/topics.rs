@@ -3,10 +3,11 @@
 //! (`neardup topics --create`), and the check `neardup run` makes of its own outputs before it
 //! reads anything.
 //!
-//! Why a check at start: a broker that does not create topics on first use (most production
-//! clusters: `auto.create.topics.enable=false`) lets a producer queue records for a topic that
-//! does not exist until `message.timeout.ms` ends, after which the run stops on an unacknowledged
-//! output, and a restart does the same. Asked first, the broker says at once what is missing.
+//! Why a check at start: against a broker that does not create topics on first use (many
+//! production clusters: `auto.create.topics.enable=false`), a run whose outputs are missing
+//! applied records and stopped some 30 s later on the first unacknowledged output
+//! (`UnknownTopicOrPartition`, one topic named, no way out said), and so did every restart.
+//! Asked first, the broker says at once everything that is missing.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,7 +16,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use neardup_schemas::OutputKind;
 use rdkafka::admin::{
-    AdminClient, AdminOptions, NewTopic, OwnedResourceSpecifier, ResourceSpecifier, TopicReplication,
+    AdminClient, AdminOptions, NewTopic, OwnedResourceSpecifier, ResourceSpecifier,
+    TopicReplication,
 };
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -128,11 +130,7 @@ pub fn plan(opts: &KafkaOptions, cfg: &neardup_topology::Config, split: bool) ->
                 purpose: purpose.into(),
             })
         };
-        internal(
-            opts.internal_topic(),
-            Partitions::AsInput,
-            "sign -> index",
-        );
+        internal(opts.internal_topic(), Partitions::AsInput, "sign -> index");
         if cfg.key_shards > 0 {
             internal(
                 opts.steps_topic(),
@@ -163,6 +161,21 @@ pub fn plan(opts: &KafkaOptions, cfg: &neardup_topology::Config, split: bool) ->
         }
     }
     needs
+}
+
+/// The plan as TOML comments, for `neardup topics --check-config` (no broker asked).
+pub fn describe(needs: &[Need]) -> String {
+    let mut out = String::from("# topics this configuration needs\n");
+    for n in needs {
+        let partitions = match n.partitions {
+            Partitions::Any => "any number of partitions".to_owned(),
+            Partitions::AsInput => "as many partitions as the input topic".to_owned(),
+            Partitions::Exactly(1) => "exactly 1 partition".to_owned(),
+            Partitions::Exactly(k) => format!("exactly {k} partitions"),
+        };
+        let _ = writeln!(out, "#   {} ({}; {partitions})", n.name, n.purpose);
+    }
+    out
 }
 
 /// What the broker has of a topic.
@@ -274,9 +287,8 @@ async fn inspect(
 ) -> Result<BTreeMap<String, Found>> {
     let mut found = BTreeMap::new();
     for &name in names {
-        let partitions = tokio::task::block_in_place(|| {
-            partitions_of(consumer, name, Duration::from_secs(30))
-        })?;
+        let partitions =
+            tokio::task::block_in_place(|| partitions_of(consumer, name, Duration::from_secs(30)))?;
         found.insert(
             name.to_owned(),
             Found {
@@ -414,7 +426,12 @@ pub async fn topics(
     let verdicts = judged(&found);
     let mut report = String::new();
     let width = needs.iter().map(|n| n.name.len()).max().unwrap_or(5).max(5);
-    let for_width = needs.iter().map(|n| n.purpose.len()).max().unwrap_or(3).max(3);
+    let for_width = needs
+        .iter()
+        .map(|n| n.purpose.len())
+        .max()
+        .unwrap_or(3)
+        .max(3);
     let _ = writeln!(
         report,
         "{:width$}  {:for_width$}  {:>10}  {:>7}  status",
@@ -450,7 +467,10 @@ pub async fn topics(
                         "missing (`--create` makes it with {p} partition{})",
                         if *p == 1 { "" } else { "s" }
                     ),
-                    None => "missing (it needs as many partitions as the input topic, which is missing)".to_owned(),
+                    None => {
+                        "missing (it needs as many partitions as the input topic, which is missing)"
+                            .to_owned()
+                    }
                 }
             }
             Verdict::Wrong(how) => {
@@ -616,10 +636,7 @@ mod tests {
         // --split alone: sign, index and cluster.
         let plain = neardup_topology::Config::default();
         let split = plan(&opts(), &plain, true);
-        assert_eq!(
-            split.iter().filter(|n| n.role == Role::Internal).count(),
-            2
-        );
+        assert_eq!(split.iter().filter(|n| n.role == Role::Internal).count(), 2);
         // A stage other than `all` means a split deployment.
         let mut o = opts();
         o.stage = Stage::Cluster;
@@ -628,9 +645,12 @@ mod tests {
 
     #[test]
     fn every_output_is_published_by_exactly_one_stage_of_the_split_topology() {
-        for (key_shards, mirror_stage, collections) in
-            [(0, false, false), (4, false, true), (0, true, true), (2, true, false)]
-        {
+        for (key_shards, mirror_stage, collections) in [
+            (0, false, false),
+            (4, false, true),
+            (0, true, true),
+            (2, true, false),
+        ] {
             let cfg = neardup_topology::Config {
                 key_shards,
                 mirror_stage,

@@ -82,7 +82,18 @@ class Render:
         return [d for d in self.docs if d["kind"] in ("Deployment", "StatefulSet")]
 
     def config_toml(self):
-        return self.one("ConfigMap")["data"]["neardup.toml"]
+        """The release's configuration (not the topics Job's copy)."""
+        (cm,) = [d for d in self.of("ConfigMap") if d["metadata"]["labels"].get("app.kubernetes.io/component") != "topics"]
+        return cm["data"]["neardup.toml"]
+
+    def topics_job(self):
+        """The topics Job and its ConfigMap, or (None, None)."""
+        jobs = self.of("Job")
+        if not jobs:
+            return None, None
+        (job,) = jobs
+        (cm,) = [d for d in self.of("ConfigMap") if d["metadata"]["name"] == job["metadata"]["name"]]
+        return job, cm
 
 
 class RenderError(Exception):
@@ -395,11 +406,11 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(so["spec"]["triggers"][0]["metadata"]["sasl"], "scram_sha512")
         self.assertEqual(so["spec"]["triggers"][0]["metadata"]["tls"], "enable")
 
-    def check_config(self, r, workload):
+    def check_config(self, r, workload, toml=None, command="run"):
         """neardup's own --check-config on the rendered file, arguments and environment."""
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "neardup.toml"
-            toml = r.config_toml()
+            toml = toml if toml is not None else r.config_toml()
             # Files the pod gets from extra volumes (a CA certificate from a Secret) are stood in
             # for by the system's CA bundle, at a temporary path: librdkafka loads them.
             for mount in container(workload)["volumeMounts"]:
@@ -412,7 +423,7 @@ class ChartTest(unittest.TestCase):
                     toml = toml.replace(f'"{mount["mountPath"]}/{rel}"', json.dumps(str(local)))
             path.write_text(toml)
             args = list(container(workload)["args"])
-            self.assertEqual(args[:3], ["run", "--config", "/etc/neardup/neardup.toml"])
+            self.assertEqual(args[:3], [command, "--config", "/etc/neardup/neardup.toml"])
             args[2] = str(path)
             env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
             for e in container(workload).get("env", []):
@@ -436,6 +447,54 @@ class ChartTest(unittest.TestCase):
         out = self.check_config(r, r.workloads()[0])
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("max_inflight", out.stderr)
+
+    def test_the_topics_job_runs_before_the_pods_and_reaches_kafka_as_they_do(self):
+        self.assertEqual(render("default").topics_job(), (None, None))
+        variants = {v: render(v) for v in VARIANTS if render(v).topics_job()[0]}
+        self.assertIn("split", variants)
+        self.assertIn("sasl", variants)
+        variants["all-in-one"] = Render(sets=["topics.create=true", "topics.partitions=6", "topics.replicationFactor=3"])
+        for variant, r in variants.items():
+            with self.subTest(variant=variant):
+                job, cm = r.topics_job()
+                for obj in (job, cm):
+                    self.assertEqual(obj["metadata"]["annotations"]["helm.sh/hook"], "pre-install,pre-upgrade")
+                # the configuration first, then the Job that reads it
+                self.assertLess(
+                    int(cm["metadata"]["annotations"]["helm.sh/hook-weight"]),
+                    int(job["metadata"]["annotations"]["helm.sh/hook-weight"]),
+                )
+                # the same configuration, environment and extra volumes as the pods
+                self.assertEqual(cm["data"]["neardup.toml"], r.config_toml())
+                w = r.workloads()[0]
+                self.assertEqual(container(job).get("env"), container(w).get("env"))
+                self.assertEqual(container(job).get("envFrom"), container(w).get("envFrom"))
+                pod = job["spec"]["template"]["spec"]
+                for v in w["spec"]["template"]["spec"]["volumes"]:
+                    if v["name"] not in ("config", "state", "tmp"):
+                        self.assertIn(v, pod["volumes"])
+                self.assertEqual(pod["restartPolicy"], "Never")
+                # hooks run before the release's ServiceAccount exists
+                self.assertNotIn("serviceAccountName", pod)
+                args = container(job)["args"]
+                self.assertIn("--create", args)
+                self.assertEqual("--split" in args, any(stage_of(w) == "sign" for w in r.workloads()))
+                out = self.check_config(r, job, toml=cm["data"]["neardup.toml"], command="topics")
+                self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+                # the plan neardup prints names an internal topic for each split stage's input
+                prefix = toml_value(r.config_toml(), "output_prefix")
+                for w in r.workloads():
+                    stage = stage_of(w)
+                    internal = {"index": "signed", "shard": "steps", "verify": "answered", "cluster": "indexed", "mirror": "clustered"}
+                    if stage in internal:
+                        self.assertIn(f"{prefix}internal.{internal[stage]} ", out.stdout)
+                if variant == "all-in-one":
+                    self.assertNotIn("internal.", out.stdout)
+                    self.assertEqual(args[args.index("--partitions") + 1], "6")
+                    self.assertEqual(args[args.index("--replication-factor") + 1], "3")
+        with self.assertRaises(RenderError) as e:
+            Render(sets=["topics.create=true", "topics.replicationFactor=0"])
+        self.assertIn("replicationFactor", str(e.exception))
 
     def test_numbers_reach_neardup_as_numbers(self):
         # Helm's own toToml writes 20000 as 20000.0, which neardup's integer keys refuse.
@@ -516,6 +575,12 @@ class ChartTest(unittest.TestCase):
                     (target,) = re.findall(r"exec (\S+) -- neardup run", notes)
                     self.assertIn(target, names)
                     self.assertEqual("internal.signed" in notes, variant in ("split", "keda", "sasl"))
+                    # the topics: made by the release's Job, or how to make them
+                    jobs = [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
+                    if jobs:
+                        self.assertIn(f"the Job {jobs[0]} created", notes)
+                    else:
+                        self.assertIn("neardup topics --config neardup.toml --create", notes)
                     # the alerts named in the notes are the PrometheusRule's, when there is one
                     rules = [r["alert"] for p in docs if p["kind"] == "PrometheusRule" for g in p["spec"]["groups"] for r in g["rules"]]
                     self.assertEqual(re.findall(r"\bNeardup[A-Za-z]+", notes), rules)

@@ -121,3 +121,34 @@ severity: {{ .severity }}
 {{ toYaml . }}
 {{- end }}
 {{- end }}
+
+{{/*
+A neardup container's environment: the SASL credentials from their Secret (librdkafka's
+sasl.username and sasl.password, as NEARDUP_KAFKA_<PROPERTY>), then `env` and `envFrom`.
+Shared by the stages' pods and the topics Job, which must reach Kafka the same way.
+*/}}
+{{- define "neardup.containerEnv" -}}
+{{- if or .Values.env .Values.sasl.enabled }}
+env:
+  {{- if .Values.sasl.enabled }}
+  # librdkafka's sasl.username and sasl.password (NEARDUP_KAFKA_<PROPERTY>)
+  - name: NEARDUP_KAFKA_SASL_USERNAME
+    valueFrom:
+      secretKeyRef:
+        name: {{ .Values.sasl.existingSecret }}
+        key: {{ .Values.sasl.usernameKey }}
+  - name: NEARDUP_KAFKA_SASL_PASSWORD
+    valueFrom:
+      secretKeyRef:
+        name: {{ .Values.sasl.existingSecret }}
+        key: {{ .Values.sasl.passwordKey }}
+  {{- end }}
+  {{- with .Values.env }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- with .Values.envFrom }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
