@@ -459,6 +459,10 @@ class ChartTest(unittest.TestCase):
                 job, cm = r.topics_job()
                 for obj in (job, cm):
                     self.assertEqual(obj["metadata"]["annotations"]["helm.sh/hook"], "pre-install,pre-upgrade")
+                    # hook objects are not the release's: only these policies remove them
+                    self.assertEqual(
+                        obj["metadata"]["annotations"]["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded"
+                    )
                 # the configuration first, then the Job that reads it
                 self.assertLess(
                     int(cm["metadata"]["annotations"]["helm.sh/hook-weight"]),
