@@ -1371,6 +1371,80 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
     eprintln!("burst: killed at {at_kill} dead letters (burst from {bad_before}); {repeats} repeated outputs");
 }
 
+/// Two all-in-one instances in one consumer group on a two-partition input (a StatefulSet
+/// scaled to two, or a second deployment given the same group): each gets one partition, and
+/// since the all-in-one's state spans every partition, each misses the pairs between pages of
+/// the other's partition. Neither can tell from its records; each says so from the group's
+/// assignment: a warning in its log and `neardup_state_partial` 1 on `/metrics`, with the
+/// partitions it owns and the topic has. When the second leaves, the first owns both and clears
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateful_stage_shared_by_two_instances_says_so() {
+    let s = Setup::with_input_partitions("shared", brokers(), 2).await;
+    let dir = Scratch::new(&format!("shared-{}", s.group.len()));
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let (port_a, port_b) = (free_port(), free_port());
+    let spawn = |port: u16, log: &std::path::Path| {
+        let listen = format!("127.0.0.1:{port}");
+        KillOnDrop(s.spawn_logged(
+            &["--http-listen", &listen, "-X", "statistics.interval.ms=500"],
+            log,
+        ))
+    };
+    let metric = |port: u16, series: &str| -> Option<f64> {
+        let (_, body) = http_get(port, "/metrics")?;
+        body.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let owned = format!("neardup_partitions_owned{{topic=\"{}\"}}", s.input);
+    let total = format!("neardup_input_partitions{{topic=\"{}\"}}", s.input);
+    let wait_until = |what: &str, done: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        while !done() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{what}:\n{}\n{}",
+                std::fs::read_to_string(&log_a).unwrap_or_default(),
+                std::fs::read_to_string(&log_b).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let mut a = spawn(port_a, &log_a);
+    wait_until("the first instance never owned both partitions", &|| {
+        metric(port_a, &owned) == Some(2.0)
+    });
+    assert_eq!(metric(port_a, &total), Some(2.0));
+    assert_eq!(metric(port_a, "neardup_state_partial"), Some(0.0));
+    let mut b = spawn(port_b, &log_b);
+    for (port, log) in [(port_a, &log_a), (port_b, &log_b)] {
+        wait_until(
+            "an instance never said it holds one of two partitions",
+            &|| {
+                metric(port, "neardup_state_partial") == Some(1.0)
+                    && std::fs::read_to_string(log)
+                        .unwrap_or_default()
+                        .contains("holds 1 of the 2 partitions")
+            },
+        );
+        assert_eq!(metric(port, &owned), Some(1.0));
+        assert_eq!(metric(port, &total), Some(2.0));
+    }
+    assert!(signal_and_wait(&mut b.0, "-TERM").success());
+    wait_until(
+        "the first instance never owned both partitions again",
+        &|| {
+            metric(port_a, &owned) == Some(2.0)
+                && metric(port_a, "neardup_state_partial") == Some(0.0)
+        },
+    );
+    assert!(std::fs::read_to_string(&log_a)
+        .unwrap()
+        .contains("holds every partition of its input again"));
+    assert!(signal_and_wait(&mut a.0, "-TERM").success());
+}
+
 /// A second instance joins the consumer group mid-stream and leaves again (SIGTERM): the
 /// partition moves to it and back (its client id sorts first, so the range assignor gives it the
 /// one partition). Every output of an undisturbed run arrives and nothing else, repeats are

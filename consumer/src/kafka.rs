@@ -363,6 +363,13 @@ pub async fn run(
         .then(|| crate::at_end::EndWatch::new(opts, cfg.key_shards));
     let opts = &opts.for_stage();
     let started = Instant::now();
+    // Every stage but sign (stateless) and shard (one key shard per partition) keeps state that
+    // joins pages of every partition of its input.
+    let _ = health.input.set(telemetry::Input::new(
+        &opts.input_topic,
+        opts.stage.name(),
+        !matches!(opts.stage, Stage::Sign | Stage::Shard),
+    ));
     // Records of several partitions are applied in event-time order (crate::merge), which
     // needs to know which partitions are read to their end; so does --exit-at-end.
     // (Not in the shard stage: each partition of the steps topic is a shard of its own.)

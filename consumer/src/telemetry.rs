@@ -29,6 +29,8 @@
 //! | `neardup_checkpoints_total` | counter | |
 //! | `neardup_consumer_lag` | gauge | `topic`, `partition` (the partitions assigned; 0 for one given up since) |
 //! | `neardup_brokers_up` | gauge | |
+//! | `neardup_input_partitions`, `neardup_partitions_owned` | gauge | `topic` (the stage's input topic: its partitions; those assigned to this instance) |
+//! | `neardup_state_partial` | gauge | (1 when the stage's state spans every input partition and this instance owns some of them but not all: see [`Health::input`]) |
 
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -130,6 +132,9 @@ pub fn record_kafka(stats: &Statistics, health: &Health) {
             gauge!("neardup_consumer_lag", "topic" => topic, "partition" => p.to_string()).set(0.0);
         }
     }
+    if let Some(input) = health.input.get() {
+        input.record(stats, &owned);
+    }
     let up = stats
         .brokers
         .values()
@@ -151,6 +156,73 @@ pub struct Health {
     pub owned: Mutex<BTreeSet<(String, i32)>>,
     /// The partitions whose consumer lag is reported (see [`record_kafka`]).
     pub lag_reported: Mutex<BTreeSet<(String, i32)>>,
+    /// The stage's input, set once the run knows it.
+    pub input: std::sync::OnceLock<Input>,
+}
+
+/// The input topic of the stage this process runs, and whether the stage's state spans every
+/// partition of it (the all-in-one, index, verify, cluster and mirror stages: pairs, clusters
+/// and host pairs join pages of every partition).
+///
+/// Such a stage needs all the partitions in one instance. A second instance in the same
+/// consumer group (a StatefulSet scaled past one replica, or another deployment given the
+/// same group) takes some of them, and each then misses the pairs and clusters between pages
+/// of partitions the other holds, with no error anywhere. From librdkafka's statistics, each
+/// instance exports how many partitions the topic has and how many it owns, and
+/// `neardup_state_partial`; it logs a warning when it comes to own some but not all (a rolling
+/// update's hand-over passes through that state briefly).
+#[derive(Debug)]
+pub struct Input {
+    topic: String,
+    stage: &'static str,
+    spans_partitions: bool,
+    partial: AtomicBool,
+}
+
+impl Input {
+    /// The input `topic` of `stage`, whose state spans every partition if `spans_partitions`.
+    pub fn new(topic: &str, stage: &'static str, spans_partitions: bool) -> Input {
+        Input {
+            topic: topic.to_owned(),
+            stage,
+            spans_partitions,
+            partial: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether `owned` of `total` partitions is part of the topic but not all of it, for a stage
+    /// whose state spans every partition.
+    pub fn is_partial(&self, owned: usize, total: usize) -> bool {
+        self.spans_partitions && owned > 0 && owned < total
+    }
+
+    fn record(&self, stats: &Statistics, owned: &BTreeSet<(String, i32)>) {
+        // librdkafka lists every partition the metadata names (and -1, its unassigned queue).
+        let Some(total) = stats
+            .topics
+            .get(&self.topic)
+            .map(|t| t.partitions.keys().filter(|&&p| p >= 0).count())
+        else {
+            return;
+        };
+        let mine = owned.iter().filter(|(t, _)| *t == self.topic).count();
+        gauge!("neardup_input_partitions", "topic" => self.topic.clone()).set(total as f64);
+        gauge!("neardup_partitions_owned", "topic" => self.topic.clone()).set(mine as f64);
+        let partial = self.is_partial(mine, total);
+        gauge!("neardup_state_partial").set(if partial { 1.0 } else { 0.0 });
+        if partial && !self.partial.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                topic = %self.topic,
+                owned = mine,
+                partitions = total,
+                "this {} instance holds {mine} of the {total} partitions of {}: another instance of its consumer group holds the others, and the stage's state spans every partition, so pairs and clusters between pages of partitions held by different instances are missed; run one instance of this stage per group (during a rolling update this passes)",
+                self.stage,
+                self.topic
+            );
+        } else if !partial && self.partial.swap(false, Ordering::Relaxed) {
+            tracing::info!(topic = %self.topic, owned = mine, partitions = total, "this instance holds every partition of its input again, or none");
+        }
+    }
 }
 
 impl Health {
@@ -177,6 +249,18 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_stage_whose_state_spans_the_partitions_is_partial_with_some_of_them() {
+        let all = Input::new("t", "all", true);
+        assert!(all.is_partial(1, 2));
+        assert!(all.is_partial(3, 4));
+        // all of them, or none (another instance has all: its outputs are whole)
+        assert!(!all.is_partial(2, 2));
+        assert!(!all.is_partial(0, 2));
+        // the sign and shard stages share partitions by design
+        assert!(!Input::new("t", "sign", false).is_partial(1, 2));
+    }
 
     #[test]
     fn ready_only_when_assigned_restored_and_connected() {

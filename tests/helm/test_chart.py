@@ -521,6 +521,8 @@ class ChartTest(unittest.TestCase):
             (["sasl.mechanism=SCRAM"], "sasl.mechanism"),
             (["split=true", "keda.enabled=true", "stages.sign.kind=StatefulSet"], "stages.sign.kind: Deployment"),
             (["prometheusRule.enabled=true"], "needs serviceMonitor.enabled"),
+            (["stages.all.replicas=2"], "stages.all.replicas is 2"),
+            (["split=true", "stages.cluster.replicas=3"], "the cluster stage keeps state"),
             (["serviceMonitor.enabled=true", "prometheusRule.enabled=true", "prometheusRule.stalledFor=10"], "stalledFor"),
         ]
         for sets, message in cases:
