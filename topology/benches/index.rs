@@ -5,7 +5,12 @@
 //!
 //! ```text
 //! cargo bench -p neardup-topology --bench index
+//! NEARDUP_BENCH_EVENTS=M/events.jsonl cargo bench -p neardup-topology --bench index -- crawl
 //! ```
+//! With `NEARDUP_BENCH_EVENTS` (a `make_crawl.py` events file), the group `index_crawl` also
+//! feeds the index a real crawl's signatures, every record in order (decoded and signed first,
+//! untimed; the window moving with the records' event time), into a new index each iteration:
+//! records per second, `observe` and `advance` included.
 //! `examples/index_bench.rs` prints the memory per windowed page and the fill rate.
 
 // `criterion_group!` defines an undocumented public function.
@@ -18,7 +23,8 @@ mod common {
 use common::stream::{Stream, SITES};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use neardup_topology::near::{Fetch, NearConfig, NearIndex, Policy, Sketch};
-use neardup_topology::Emitter;
+use neardup_topology::{Config, Emitter, Preparer};
+use std::io::BufRead as _;
 
 const WINDOW: u64 = 100_000;
 const BATCH: u64 = 10_000;
@@ -87,5 +93,55 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The index on a real crawl's signatures (`NEARDUP_BENCH_EVENTS`); nothing when it is unset.
+fn crawl(c: &mut Criterion) {
+    let Ok(file) = std::env::var("NEARDUP_BENCH_EVENTS") else {
+        return;
+    };
+    let cfg = Config::default();
+    let mut preparer = Preparer::new(&cfg);
+    let mut inputs: Vec<(String, Option<Sketch>, i64)> = Vec::new();
+    let f =
+        std::fs::File::open(&file).unwrap_or_else(|e| panic!("NEARDUP_BENCH_EVENTS {file}: {e}"));
+    for line in std::io::BufReader::new(f).split(b'\n') {
+        let prepared = preparer.prepare(&line.expect("read a line"));
+        if let (Some((url, sketch)), Some(at)) = (prepared.index_input(), prepared.event_time_ms())
+        {
+            inputs.push((url.to_owned(), sketch.cloned(), at));
+        }
+    }
+    let mut group = c.benchmark_group("index_crawl");
+    group.throughput(Throughput::Elements(inputs.len() as u64));
+    group.sample_size(10);
+    group.bench_function("observe_neardup", |b| {
+        b.iter_batched(
+            || (NearIndex::new(cfg.near.clone()), Emitter::new()),
+            |(mut index, mut out)| {
+                let mut watermark = i64::MIN;
+                for (url, sketch, at) in &inputs {
+                    if *at > watermark {
+                        watermark = *at;
+                        index.advance(watermark, None, &mut out);
+                    }
+                    index.observe(
+                        &Fetch {
+                            url,
+                            sketch: sketch.as_ref(),
+                            fetched_at_ms: *at,
+                            crawl_id: None,
+                        },
+                        &mut out,
+                    );
+                    out.drain().for_each(drop);
+                }
+                // Dropped after the timing.
+                index
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, crawl);
 criterion_main!(benches);
