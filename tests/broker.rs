@@ -1896,6 +1896,60 @@ async fn sigkill_with_checkpoints_restores_the_checkpoint_and_loses_nothing() {
     let _ = std::fs::remove_file(&log2);
 }
 
+/// A checkpoint that cannot be written (a full or read-only volume; here, as the tests run as
+/// root, a directory where its temporary file goes) does not stop the run: it goes on to the
+/// end with exactly the outputs of an undisturbed run, exits 0, says why in its log, and the
+/// last checkpoint written before stays whole (its state reflects exactly the records before
+/// its offset). Before, the run stopped at the first checkpoint it could not write, and a
+/// restart stopped again at its own first one, re-reading everything since each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_that_cannot_be_written_does_not_stop_the_run() {
+    let s = Setup::new("ckpt-fail").await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    let total = sample.records.len() as i64;
+    let dir = Scratch::new(&format!("ckpt-fail-{}", s.group.len()));
+    let path = dir.join("checkpoint");
+    let log = dir.join("run.log");
+    let mut run = KillOnDrop(s.spawn_logged(
+        &[
+            "--max-in-flight",
+            "1",
+            "--checkpoint-dir",
+            dir.to_str().unwrap(),
+            "--checkpoint-interval",
+            "300ms",
+            "--exit-at-end",
+        ],
+        &log,
+    ));
+    // A checkpoint with records in its state.
+    let started = Instant::now();
+    while !path.exists() || checkpoint_header(&path).offsets.get(&0).is_none_or(|&o| o == 0) {
+        assert!(run.0.try_wait().unwrap().is_none(), "neardup exited early");
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Every write from now on fails (a write under way may still finish first).
+    while let Err(e) = std::fs::create_dir(dir.join("checkpoint.tmp")) {
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let status = wait_exit(&mut run.0, Duration::from_secs(180));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(text.contains("checkpoint not written"), "{text}");
+    let got = s.read_outputs();
+    let want = s.oracle(&sample);
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+    let last = checkpoint_header(&path);
+    let at = last.offsets[&0];
+    assert!(at > 0 && at < total, "the shutdown checkpoint was written: {at}");
+    assert_eq!(last.records, at as u64);
+}
+
 /// A checkpoint written under other state parameters is refused at start-up, loudly, naming the
 /// file and the way out; nothing is consumed or committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -767,8 +767,9 @@ pub async fn run(
                     CommitMode::Sync,
                 )?;
                 let offsets = state_offsets(&state_from, &restored, &acked);
-                write_checkpoint(store, &topo, &opts.input_topic, &offsets)?;
-                last_checkpoint = Some(Instant::now());
+                if write_checkpoint(store, &topo, &opts.input_topic, &offsets) {
+                    last_checkpoint = Some(Instant::now());
+                }
                 checkpoint_due = None;
             } else if tokio::time::Instant::now() >= deadline {
                 warn!(pending = in_flight.len(), "checkpoint skipped: outputs in flight were not acknowledged in time (drain_timeout); input resumes");
@@ -902,7 +903,7 @@ pub async fn run(
     if let Some(store) = &store {
         if in_flight.is_empty() {
             let offsets = state_offsets(&state_from, &restored, &acked);
-            write_checkpoint(store, &topo, &opts.input_topic, &offsets)?;
+            write_checkpoint(store, &topo, &opts.input_topic, &offsets);
         } else {
             warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
         }
@@ -1347,24 +1348,39 @@ fn state_offsets(
     offsets
 }
 
+/// Writes a checkpoint; whether it was written. A checkpoint that cannot be written (a full or
+/// read-only volume) does not stop the run: the last one stays valid, since it names the
+/// offsets its state reflects and a restart re-reads from there, so the run goes on producing
+/// and committing, and tries again at the next interval. Stopping instead would not save the
+/// state either, and a restarted process would stop again at its first checkpoint, re-reading
+/// everything since the last one each time. The failure is logged and counted
+/// (`neardup_checkpoint_failures_total`), and `neardup_checkpoint_age_seconds` keeps growing.
 fn write_checkpoint(
     store: &Store,
     topo: &Topology,
     topic: &str,
     offsets: &BTreeMap<i32, i64>,
-) -> Result<()> {
+) -> bool {
     let t0 = Instant::now();
-    let bytes = tokio::task::block_in_place(|| {
+    let written = tokio::task::block_in_place(|| {
         let bytes = neardup_topology::checkpoint::write(topo, topic, offsets);
         store.save(&bytes).map(|()| bytes.len())
-    })?;
+    });
+    let bytes = match written {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            counter!("neardup_checkpoint_failures_total").increment(1);
+            warn!(error = %format!("{e:#}"), "checkpoint not written: the last one stays, and a restart re-reads from its offsets; the next is tried at the next interval (free space on the volume, or check its permissions)");
+            return false;
+        }
+    };
     let seconds = t0.elapsed().as_secs_f64();
     histogram!("neardup_checkpoint_write_seconds").record(seconds);
     gauge!("neardup_checkpoint_bytes").set(bytes as f64);
     gauge!("neardup_checkpoint_age_seconds").set(0.0);
     counter!("neardup_checkpoints_total").increment(1);
     info!(?offsets, bytes, seconds, "checkpoint written");
-    Ok(())
+    true
 }
 
 /// Where re-reading partition `p` starts to rebuild the state it contributed before offset

@@ -26,7 +26,7 @@
 //! | `neardup_restored_records_total` | counter | |
 //! | `neardup_checkpoint_age_seconds`, `neardup_checkpoint_bytes` | gauge | (with `--checkpoint-dir`: seconds since the last checkpoint written, since the start before the first; its size) |
 //! | `neardup_checkpoint_write_seconds` | histogram | |
-//! | `neardup_checkpoints_total` | counter | |
+//! | `neardup_checkpoints_total`, `neardup_checkpoint_failures_total` | counter | (checkpoints written; not written, the run going on) |
 //! | `neardup_consumer_lag` | gauge | `topic`, `partition` (the partitions assigned; 0 for one given up since) |
 //! | `neardup_brokers_up` | gauge | |
 //! | `neardup_input_partitions`, `neardup_partitions_owned` | gauge | `topic` (the stage's input topic: its partitions; those assigned to this instance) |
