@@ -1925,9 +1925,17 @@ async fn a_checkpoint_that_cannot_be_written_does_not_stop_the_run() {
     ));
     // A checkpoint with records in its state.
     let started = Instant::now();
-    while !path.exists() || checkpoint_header(&path).offsets.get(&0).is_none_or(|&o| o == 0) {
+    while !path.exists()
+        || checkpoint_header(&path)
+            .offsets
+            .get(&0)
+            .is_none_or(|&o| o == 0)
+    {
         assert!(run.0.try_wait().unwrap().is_none(), "neardup exited early");
-        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no checkpoint"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     // Every write from now on fails (a write under way may still finish first).
@@ -1946,7 +1954,10 @@ async fn a_checkpoint_that_cannot_be_written_does_not_stop_the_run() {
     }
     let last = checkpoint_header(&path);
     let at = last.offsets[&0];
-    assert!(at > 0 && at < total, "the shutdown checkpoint was written: {at}");
+    assert!(
+        at > 0 && at < total,
+        "the shutdown checkpoint was written: {at}"
+    );
     assert_eq!(last.records, at as u64);
 }
 

@@ -1,4 +1,5 @@
-//! The `neardup replay`, `neardup demo` and `neardup eval` commands, run as a user runs them.
+//! The `neardup replay`, `neardup demo`, `neardup eval` and (without a broker) `neardup topics`
+//! commands, run as a user runs them.
 
 use neardup::replay::replay_records;
 use neardup::sample::{sample_crawl, SampleOptions};
@@ -165,6 +166,50 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
             }
         );
     }
+}
+
+/// `neardup topics --check-config` says, without a broker, which topics a configuration needs:
+/// the split topology's internal ones with their partitions only when the configuration splits.
+#[test]
+fn topics_check_config_lists_what_a_configuration_needs_without_a_broker() {
+    let plan = |extra: &[&str]| {
+        let args = [
+            &["topics", "--brokers", "127.0.0.1:1", "--check-config"][..],
+            extra,
+        ]
+        .concat();
+        String::from_utf8(neardup(&args).stdout).unwrap()
+    };
+    let all = plan(&["--output-prefix", "nd."]);
+    assert!(
+        all.contains("#   nd.pairs (output: pairs; any number of partitions)"),
+        "{all}"
+    );
+    assert!(!all.contains("internal"), "{all}");
+    assert!(!all.contains("nd.collections"), "{all}");
+    let split = plan(&["--key-shards", "3", "--mirror-stage", "--collections"]);
+    for line in [
+        "#   neardup.internal.signed (sign -> index; as many partitions as the input topic)",
+        "#   neardup.internal.steps (index -> shard (one partition per key shard); exactly 3 partitions)",
+        "#   neardup.internal.answered (shard -> verify; exactly 1 partition)",
+        "#   neardup.internal.indexed (verify -> cluster; exactly 1 partition)",
+        "#   neardup.internal.clustered (cluster -> mirror; exactly 1 partition)",
+        "#   neardup.collections (output: collections; any number of partitions)",
+    ] {
+        assert!(split.contains(line), "no {line:?} in\n{split}");
+    }
+    let refused = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "topics",
+            "--brokers",
+            "127.0.0.1:1",
+            "--replication-factor",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--replication-factor 0"));
 }
 
 #[test]

@@ -75,6 +75,9 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
         }
         Command::Topics(mut args) => {
             config::resolve_run(&mut args.run, sub("topics"))?;
+            if args.replication_factor == 0 {
+                anyhow::bail!("--replication-factor 0: give 1 or more, or -1 for the brokers' default.replication.factor");
+            }
             let opts: kafka::KafkaOptions = (&args.run).into();
             if args.run.check_config {
                 // Without the broker: the configuration, and the topics it needs.
