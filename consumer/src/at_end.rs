@@ -333,24 +333,7 @@ mod tests {
     use super::*;
 
     fn opts(stage: Stage) -> KafkaOptions {
-        KafkaOptions {
-            brokers: String::new(),
-            group: "g".into(),
-            input_topic: "pages".into(),
-            output_prefix: "p.".into(),
-            kafka: vec![],
-            exit_at_end: true,
-            commit_interval: Duration::from_secs(1),
-            max_in_flight: 1,
-            drain_timeout: Duration::from_secs(1),
-            partition_wait: Duration::from_secs(1),
-            checkpoint_dir: None,
-            checkpoint_interval: Duration::from_secs(1),
-            stage,
-            max_dead_letter_ratio: 0.5,
-            dead_letter_window: 1,
-            sign_cache: 0,
-        }
+        KafkaOptions::example(stage)
     }
 
     fn chain(stage: Stage, key_shards: usize) -> Vec<(&'static str, String, String)> {

@@ -558,22 +558,9 @@ mod tests {
 
     fn opts() -> KafkaOptions {
         KafkaOptions {
-            brokers: "b:9092".into(),
-            group: "g".into(),
             input_topic: "crawl.pages".into(),
             output_prefix: "nd.".into(),
-            kafka: vec![],
-            exit_at_end: false,
-            commit_interval: Duration::from_secs(1),
-            max_in_flight: 1,
-            drain_timeout: Duration::from_secs(1),
-            partition_wait: Duration::from_secs(1),
-            checkpoint_dir: None,
-            checkpoint_interval: Duration::from_secs(1),
-            stage: Stage::All,
-            max_dead_letter_ratio: 0.5,
-            dead_letter_window: 10,
-            sign_cache: 0,
+            ..KafkaOptions::example(Stage::All)
         }
     }
 

@@ -17,14 +17,14 @@
 #![allow(missing_docs)]
 
 mod common {
+    pub mod crawl;
     pub mod stream;
 }
 
 use common::stream::{Stream, SITES};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use neardup_topology::near::{Fetch, NearConfig, NearIndex, Policy, Sketch};
-use neardup_topology::{Config, Emitter, Preparer};
-use std::io::BufRead as _;
+use neardup_topology::{Config, Emitter};
 
 const WINDOW: u64 = 100_000;
 const BATCH: u64 = 10_000;
@@ -99,41 +99,16 @@ fn crawl(c: &mut Criterion) {
         return;
     };
     let cfg = Config::default();
-    let mut preparer = Preparer::new(&cfg);
-    let mut inputs: Vec<(String, Option<Sketch>, i64)> = Vec::new();
-    let f =
-        std::fs::File::open(&file).unwrap_or_else(|e| panic!("NEARDUP_BENCH_EVENTS {file}: {e}"));
-    for line in std::io::BufReader::new(f).split(b'\n') {
-        let prepared = preparer.prepare(&line.expect("read a line"));
-        if let (Some((url, sketch)), Some(at)) = (prepared.index_input(), prepared.event_time_ms())
-        {
-            inputs.push((url.to_owned(), sketch.cloned(), at));
-        }
-    }
+    let inputs = common::crawl::inputs(&cfg, &file)
+        .unwrap_or_else(|e| panic!("NEARDUP_BENCH_EVENTS {file}: {e}"));
     let mut group = c.benchmark_group("index_crawl");
     group.throughput(Throughput::Elements(inputs.len() as u64));
     group.sample_size(10);
     group.bench_function("observe_neardup", |b| {
         b.iter_batched(
-            || (NearIndex::new(cfg.near.clone()), Emitter::new()),
-            |(mut index, mut out)| {
-                let mut watermark = i64::MIN;
-                for (url, sketch, at) in &inputs {
-                    if *at > watermark {
-                        watermark = *at;
-                        index.advance(watermark, None, &mut out);
-                    }
-                    index.observe(
-                        &Fetch {
-                            url,
-                            sketch: sketch.as_ref(),
-                            fetched_at_ms: *at,
-                            crawl_id: None,
-                        },
-                        &mut out,
-                    );
-                    out.drain().for_each(drop);
-                }
+            || NearIndex::new(cfg.near.clone()),
+            |mut index| {
+                common::crawl::feed(&mut index, &inputs, &mut |_, _| {});
                 // Dropped after the timing.
                 index
             },

@@ -38,15 +38,16 @@ use cpu_time::ThreadTime;
 use neardup_topology::near::{
     Fetch, KeyShardStage, NearConfig, NearIndex, Sequencer, ShardAnswer, Sketch, Step,
 };
+use neardup_topology::Config;
 use neardup_topology::Emitter;
-use neardup_topology::{Config, Preparer};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
-use std::io::BufRead;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
+#[path = "../benches/common/crawl.rs"]
+mod crawl;
 #[path = "../benches/common/stream.rs"]
 mod stream;
 use stream::{Stream, SITES};
@@ -227,38 +228,12 @@ fn parts(index: &NearIndex) -> String {
 /// The index fed with a crawl's real signatures (`--events`).
 fn crawl(file: &str, reps: usize) {
     let cfg = Config::default();
-    let mut preparer = Preparer::new(&cfg);
-    let mut inputs: Vec<(String, Option<Sketch>, i64)> = Vec::new();
-    let f = std::fs::File::open(file)
-        .unwrap_or_else(|e| usage_error(&format!("cannot open --events {file}: {e}")));
-    for line in std::io::BufReader::new(f).split(b'\n') {
-        let prepared = preparer.prepare(&line.expect("read a line"));
-        if let (Some((url, sketch)), Some(at)) = (prepared.index_input(), prepared.event_time_ms())
-        {
-            inputs.push((url.to_owned(), sketch.cloned(), at));
-        }
-    }
+    let inputs = crawl::inputs(&cfg, file)
+        .unwrap_or_else(|e| usage_error(&format!("cannot read --events {file}: {e}")));
     // Feeds every input to a new index; `after` sees the index after each input.
     let run = |after: &mut dyn FnMut(&NearIndex, usize)| {
         let mut index = NearIndex::new(cfg.near.clone());
-        let mut out = Emitter::new();
-        let mut watermark = i64::MIN;
-        for (url, sketch, at) in &inputs {
-            if *at > watermark {
-                watermark = *at;
-                index.advance(watermark, None, &mut out);
-            }
-            index.observe(
-                &Fetch {
-                    url,
-                    sketch: sketch.as_ref(),
-                    fetched_at_ms: *at,
-                    crawl_id: None,
-                },
-                &mut out,
-            );
-            after(&index, out.drain().count());
-        }
+        crawl::feed(&mut index, &inputs, after);
         index
     };
     // One untimed run for the figures, so that the timed runs only feed the index.
