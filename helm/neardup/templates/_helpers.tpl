@@ -55,6 +55,11 @@ order.
 {{- if .Values.split }}sign index{{ if gt (int (dig "topology" "key_shards" 0 .Values.config)) 0 }} shard verify{{ end }} cluster{{ if dig "topology" "mirror_stage" false .Values.config }} mirror{{ end }}{{ else }}all{{ end }}
 {{- end }}
 
+{{/* Name of the topics hook Job and its ConfigMap. */}}
+{{- define "neardup.topicsJobName" -}}
+{{- printf "%s-topics" (include "neardup.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* Name of one stage's workload: full name and stage. */}}
 {{- define "neardup.stageFullname" -}}
 {{- printf "%s-%s" (include "neardup.fullname" .root) .stage | trunc 63 | trimSuffix "-" }}
