@@ -1391,12 +1391,6 @@ async fn a_stateful_stage_shared_by_two_instances_says_so() {
             log,
         ))
     };
-    let metric = |port: u16, series: &str| -> Option<f64> {
-        let (_, body) = http_get(port, "/metrics")?;
-        body.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-    };
     let owned = format!("neardup_partitions_owned{{topic=\"{}\"}}", s.input);
     let total = format!("neardup_input_partitions{{topic=\"{}\"}}", s.input);
     let wait_until = |what: &str, done: &dyn Fn() -> bool| {
@@ -1476,12 +1470,7 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
         .concat(),
         &log_a,
     );
-    let metric_of_a = |series: &str| -> Option<f64> {
-        let (_, body) = http_get(port, "/metrics")?;
-        body.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-    };
+    let metric_of_a = |series: &str| metric(port, series);
     let lag_series = format!(
         "neardup_consumer_lag{{topic=\"{}\",partition=\"0\"}}",
         s.input
@@ -1995,6 +1984,15 @@ async fn a_checkpoint_of_other_parameters_is_refused_at_start() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&log);
+}
+
+/// The value of one series (name and labels, as Prometheus renders them) on the `/metrics` of
+/// the instance listening on `port`; none when it is not there or the instance does not answer.
+fn metric(port: u16, series: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics")?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// One HTTP GET on loopback, by hand (the test needs no HTTP client crate): (status, body).

@@ -541,7 +541,10 @@ pub async fn run(
     // loop, which stops on what librdkafka reports with the properties to check.
     if opts.stage == Stage::All
         && opts.exit_at_end
-        && matches!(partition_count(&consumer, &opts.input_topic), Ok(0))
+        && matches!(
+            partition_count(&consumer, &opts.input_topic, METADATA_TIMEOUT),
+            Ok(0)
+        )
     {
         bail!(
             "the input topic {} does not exist, so --exit-at-end has nothing to read: check --input-topic and --brokers",
@@ -1049,9 +1052,17 @@ pub(crate) fn partition_ids<C: Consumer<X>, X: ConsumerContext>(
         .collect())
 }
 
-/// The number of partitions of `topic` (0: it does not exist).
-fn partition_count(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<usize> {
-    Ok(partition_ids(consumer, topic, Duration::from_secs(30))
+/// How long the start-up checks wait for a topic's metadata.
+pub(crate) const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The number of partitions of `topic` (0: it does not exist). Metadata that cannot be read at
+/// all is an error.
+pub(crate) fn partition_count<C: Consumer<X>, X: ConsumerContext>(
+    consumer: &C,
+    topic: &str,
+    timeout: Duration,
+) -> Result<usize> {
+    Ok(partition_ids(consumer, topic, timeout)
         .with_context(|| format!("cannot read the metadata of {topic}"))?
         .len())
 }
@@ -1066,8 +1077,8 @@ fn check_signed_partitions(
     signed: &str,
 ) -> Result<()> {
     let (n, m) = (
-        partition_count(consumer, input)?,
-        partition_count(consumer, signed)?,
+        partition_count(consumer, input, METADATA_TIMEOUT)?,
+        partition_count(consumer, signed, METADATA_TIMEOUT)?,
     );
     if n == 0 {
         bail!("the input topic {input} does not exist (or its metadata cannot be read): create it, or check --input-topic, before starting the sign stage");
@@ -1085,7 +1096,7 @@ fn check_steps_partitions(
     topic: &str,
     key_shards: usize,
 ) -> Result<()> {
-    match partition_count(consumer, topic)? {
+    match partition_count(consumer, topic, METADATA_TIMEOUT)? {
         n if n == key_shards => Ok(()),
         0 => bail!("the internal topic {topic} does not exist: create it with --key-shards ({key_shards}) partitions before starting the index, shard and verify stages"),
         n => bail!("the internal topic {topic} has {n} partitions and --key-shards is {key_shards}: each partition holds the records of one key shard, so they must be equal (recreate the topic, or give every stage --key-shards {n})"),
@@ -1095,7 +1106,7 @@ fn check_steps_partitions(
 /// The index stage's records reach the cluster stage in the order they were applied only
 /// through a topic of one partition.
 fn check_one_partition(consumer: &StreamConsumer<RunContext>, topic: &str) -> Result<()> {
-    match partition_count(consumer, topic)? {
+    match partition_count(consumer, topic, METADATA_TIMEOUT)? {
         1 => Ok(()),
         0 => bail!("the internal topic {topic} does not exist: create it with exactly one partition before starting the stages it joins"),
         n => bail!("the internal topic {topic} has {n} partitions: it needs exactly one, so that the stage after it applies pages in the order the stage before it did"),

@@ -25,7 +25,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, Producer as _};
 
 use crate::cli::Stage;
-use crate::kafka::KafkaOptions;
+use crate::kafka::{partition_count, KafkaOptions, METADATA_TIMEOUT};
 
 /// How many partitions a topic must have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,18 +267,6 @@ pub fn judge(
     Verdict::Ok
 }
 
-/// The partitions of `topic` on the broker (0: it does not exist). Metadata that cannot be
-/// read at all is an error.
-pub fn partitions_of<K: Consumer<X>, X: ConsumerContext>(
-    consumer: &K,
-    topic: &str,
-    timeout: Duration,
-) -> Result<usize> {
-    Ok(crate::kafka::partition_ids(consumer, topic, timeout)
-        .with_context(|| format!("cannot read the metadata of {topic}"))?
-        .len())
-}
-
 /// What the broker has of each of `names`.
 async fn inspect(
     consumer: &BaseConsumer,
@@ -288,7 +276,7 @@ async fn inspect(
     let mut found = BTreeMap::new();
     for &name in names {
         let partitions =
-            tokio::task::block_in_place(|| partitions_of(consumer, name, Duration::from_secs(30)))?;
+            tokio::task::block_in_place(|| partition_count(consumer, name, METADATA_TIMEOUT))?;
         found.insert(
             name.to_owned(),
             Found {
@@ -505,7 +493,7 @@ pub(crate) fn check_outputs<K: Consumer<X>, X: ConsumerContext>(
     let missing = |timeout| -> Option<Vec<&str>> {
         let mut m = Vec::new();
         for &t in &wanted {
-            match partitions_of(consumer, t, timeout) {
+            match partition_count(consumer, t, timeout) {
                 Ok(0) => m.push(t),
                 Ok(_) => {}
                 Err(e) => {
