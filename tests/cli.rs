@@ -168,6 +168,82 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
     }
 }
 
+/// `neardup run` with no broker answering at `--brokers` (a port nothing listens on): a run that
+/// reads to the end (`--exit-at-end`) stops with an error that says what to check; a service run
+/// keeps retrying, warning about each kind of error once per 30 s (it wrote about 40 lines a
+/// second before: each consumer poll's error and each `AllBrokersDown` of both clients), and
+/// SIGTERM still stops it cleanly.
+#[test]
+fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let brokers = format!("127.0.0.1:{port}");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["run", "--brokers", &brokers, "--input-topic", "pages"])
+            .args(extra)
+            .env_remove("NEARDUP_LOG")
+            .env_remove("NEARDUP_LOG_JSON")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let start = Instant::now();
+    let to_end = run(&["--exit-at-end"]);
+    let service = run(&[]);
+    // The service run: past its start-up checks (10 s without metadata) and well into the loop.
+    std::thread::sleep(Duration::from_secs(20));
+    assert!(Command::new("kill")
+        .args(["-TERM", &service.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let service = service.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&service.stderr);
+    assert!(
+        service.status.success(),
+        "SIGTERM must stop it cleanly: {:?}\n{log}",
+        service.status
+    );
+    let warnings = log.lines().filter(|l| l.contains(" WARN ")).count();
+    assert!(
+        log.contains("no broker answers, retrying: check --brokers"),
+        "{log}"
+    );
+    // Each kind once: the producer's and the consumer's global errors, the consumer's polls.
+    assert!(
+        warnings <= 10,
+        "{warnings} warnings in 20 s, each kind of error should be logged once:\n{log}"
+    );
+
+    // (It used to wait for a broker forever.)
+    let mut to_end = to_end;
+    while to_end.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(90) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = to_end.kill();
+    let to_end = to_end.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&to_end.stderr);
+    assert_eq!(to_end.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!("no broker of {brokers} answered within 30 s"))
+            && log.contains("check --brokers"),
+        "{log}"
+    );
+    // One metadata timeout, not the output checks' too.
+    assert!(
+        start.elapsed() < Duration::from_secs(38),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 /// `neardup topics --check-config` says, without a broker, which topics a configuration needs:
 /// the split topology's internal ones with their partitions only when the configuration splits.
 #[test]

@@ -31,6 +31,7 @@ use crate::cli::{RunArgs, Stage};
 use crate::http::ClusterQuery;
 use crate::merge::Merge;
 use crate::telemetry::{self, Health};
+use crate::throttle::{self, Throttle};
 use crate::workers::take_jobs;
 use anyhow::{anyhow, bail, Context as _, Result};
 use futures::stream::{FuturesOrdered, StreamExt};
@@ -235,7 +236,7 @@ pub fn check_clients(opts: &KafkaOptions) -> Result<()> {
 /// stop applying that partition's records.
 pub struct RunContext {
     health: Arc<Health>,
-    producer: FutureProducer,
+    producer: Producer,
     /// Per input partition, the offset after the last record applied (kept by the run loop).
     applied: Arc<std::sync::Mutex<BTreeMap<i32, i64>>>,
     /// Partitions revoked since the run loop last looked.
@@ -243,6 +244,51 @@ pub struct RunContext {
     flush_timeout: Duration,
     /// An error retrying cannot cure (rejected credentials), for the run loop to stop on.
     fatal: Arc<std::sync::Mutex<Option<String>>>,
+    /// Repeated errors, logged once per period.
+    throttle: Arc<Throttle>,
+}
+
+/// The producer of `run`: its errors go through the same [`Throttle`] as the consumer's.
+pub(crate) type Producer = FutureProducer<ProducerLog>;
+
+/// The context of `run`'s producer: librdkafka's errors are counted and logged once per period
+/// (the default context logs every one, twice a second per error while no broker answers).
+pub struct ProducerLog {
+    throttle: Arc<Throttle>,
+    /// Shared with the consumer's context: the producer's callbacks are served on its own
+    /// thread, so it hears of rejected credentials first (the consumer's wait for its next poll).
+    fatal: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl ClientContext for ProducerLog {
+    fn error(&self, error: KafkaError, reason: &str) {
+        note_fatal(&self.fatal, &error, reason);
+        throttle::kafka_error(&self.throttle, "producer", &error, reason);
+    }
+}
+
+/// Keeps, for the run loop to stop on, an error that retrying cannot cure, with what to do.
+fn note_fatal(fatal: &std::sync::Mutex<Option<String>>, error: &KafkaError, reason: &str) {
+    let what = match error {
+        KafkaError::Global(RDKafkaErrorCode::Authentication) => format!(
+            "the broker rejected neardup's credentials ({reason}); check the kafka properties \
+             security.protocol, sasl.mechanism, sasl.username and sasl.password \
+             (NEARDUP_KAFKA_SASL_PASSWORD)"
+        ),
+        // An untrusted broker certificate does not heal by retrying either. (A broker that
+        // refuses neardup's own certificate only closes the connection under TLS 1.3, which
+        // looks like any disconnection, so that case stays a retried warning.)
+        KafkaError::Global(RDKafkaErrorCode::SSL)
+            if reason.contains("certificate verify failed") =>
+        {
+            format!(
+                "neardup does not trust the broker's TLS certificate ({reason}); set the kafka \
+                 property ssl.ca.location to the certificate of the CA that signed it"
+            )
+        }
+        _ => return,
+    };
+    *fatal.lock().expect("fatal error") = Some(what);
 }
 
 impl ClientContext for RunContext {
@@ -254,30 +300,13 @@ impl ClientContext for RunContext {
         if matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown)) {
             self.health.broker_up.store(false, Ordering::Relaxed);
         }
-        if matches!(error, KafkaError::Global(RDKafkaErrorCode::Authentication)) {
-            *self.fatal.lock().expect("fatal error") = Some(format!(
-                "the broker rejected neardup's credentials ({reason}); check the kafka properties \
-                 security.protocol, sasl.mechanism, sasl.username and sasl.password \
-                 (NEARDUP_KAFKA_SASL_PASSWORD)"
-            ));
-        }
-        // An untrusted broker certificate does not heal by retrying either. (A broker that
-        // refuses neardup's own certificate only closes the connection under TLS 1.3, which
-        // looks like any disconnection, so that case stays a retried warning.)
-        if matches!(error, KafkaError::Global(RDKafkaErrorCode::SSL))
-            && reason.contains("certificate verify failed")
-        {
-            *self.fatal.lock().expect("fatal error") = Some(format!(
-                "neardup does not trust the broker's TLS certificate ({reason}); set the kafka \
-                 property ssl.ca.location to the certificate of the CA that signed it"
-            ));
-        }
+        note_fatal(&self.fatal, &error, reason);
         // End-of-partition is expected with --exit-at-end and is handled by the loop.
         if !matches!(
             error,
             KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
         ) {
-            warn!(error = %error, reason, "librdkafka error");
+            throttle::kafka_error(&self.throttle, "consumer", &error, reason);
         }
     }
 }
@@ -417,7 +446,9 @@ pub async fn run(
     };
     // An output over the topology's limit became a dead letter: the producer accepts the rest.
     let max_output_bytes = cfg.max_output_bytes.to_string();
-    let producer: FutureProducer = opts
+    let throttle = Arc::new(Throttle::default());
+    let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let producer: Producer = opts
         .client_config(&[
             ("message.max.bytes", &max_output_bytes),
             ("acks", "all"),
@@ -440,11 +471,13 @@ pub async fn run(
             ("message.timeout.ms", "120000"),
             ("enable.idempotence", idempotent),
         ])
-        .create()
+        .create_with_context(ProducerLog {
+            throttle: throttle.clone(),
+            fatal: fatal.clone(),
+        })
         .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
     let applied_shared: Arc<std::sync::Mutex<BTreeMap<i32, i64>>> = Arc::default();
     let revoked_shared: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
-    let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let consumer: StreamConsumer<RunContext> = opts
         .client_config(&[
             ("group.id", &opts.group),
@@ -477,6 +510,7 @@ pub async fn run(
             revoked: revoked_shared.clone(),
             flush_timeout: opts.drain_timeout,
             fatal: fatal.clone(),
+            throttle: throttle.clone(),
         })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
 
@@ -532,25 +566,33 @@ pub async fn run(
     if opts.stage == Stage::Sign {
         check_signed_partitions(&consumer, &opts.input_topic, &opts.internal_topic())?;
     }
+    // A run that stops at the end of its input has nothing to wait for if there is none, nor
+    // if no broker answers (a run without --exit-at-end waits, with a warning every 30 s, for
+    // the topic to appear and the broker to come up; /readyz says it is not ready meanwhile).
+    // It is checked first, so a wrong --brokers stops it after one metadata timeout.
+    if opts.stage == Stage::All && opts.exit_at_end {
+        match partition_count(&consumer, &opts.input_topic, METADATA_TIMEOUT) {
+            Ok(0) => bail!(
+                "the input topic {} does not exist, so --exit-at-end has nothing to read: check --input-topic and --brokers",
+                opts.input_topic
+            ),
+            Ok(_) => {}
+            // Rejected credentials and untrusted certificates have their own message.
+            Err(_) if fatal.lock().expect("fatal error").is_some() => {
+                bail!("{}", fatal.lock().expect("fatal error").take().unwrap_or_default())
+            }
+            Err(e) => bail!(
+                "no broker of {} answered within {} s ({e:#}): --exit-at-end reads the input topic to its end and stops, so it does not wait for a broker; check --brokers (NEARDUP_BROKERS), the network, and the kafka properties security.protocol and ssl.*",
+                opts.brokers,
+                METADATA_TIMEOUT.as_secs()
+            ),
+        }
+    }
+    // Metadata that cannot be read at all (no broker yet) is left to the run loop, which
+    // retries, and stops on what retrying cannot cure (rejected credentials).
     tokio::task::block_in_place(|| {
         crate::topics::check_outputs(&consumer, &producer, opts, topo.config())
     })?;
-    // A run that stops at the end of its input has nothing to wait for if there is none (a run
-    // without --exit-at-end waits, with librdkafka's warning, for the topic to appear).
-    // Metadata that cannot be read at all (no broker, rejected credentials) is left to the run
-    // loop, which stops on what librdkafka reports with the properties to check.
-    if opts.stage == Stage::All
-        && opts.exit_at_end
-        && matches!(
-            partition_count(&consumer, &opts.input_topic, METADATA_TIMEOUT),
-            Ok(0)
-        )
-    {
-        bail!(
-            "the input topic {} does not exist, so --exit-at-end has nothing to read: check --input-topic and --brokers",
-            opts.input_topic
-        );
-    }
     // Only a stage that passed its checks joins the group: a member that joins and then exits
     // on an error can keep the group waiting for it (tansu kept the next instance of the shard
     // stage unassigned for minutes).
@@ -860,7 +902,7 @@ pub async fn run(
             msg = consumer.recv(), if (in_flight.len() + preparing.len() + merge.len() < opts.max_in_flight
                 || merge.waiting(opts.partition_wait, Instant::now())) && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
-                Err(e) => warn!(error = %e, "consumer error (librdkafka retries by itself)"),
+                Err(e) => throttle::kafka_error(&throttle, "consumer", &e, "polling for records"),
                 Ok(m) => {
                     take_revocations!();
                     let (p, o) = (m.partition(), m.offset());
@@ -1226,13 +1268,13 @@ impl DeadLetterGuard {
 }
 
 /// Hands one record to the producer, waiting while its queue is full.
-async fn send(producer: &FutureProducer, topic: &str, e: &Emit) -> Result<DeliveryFuture> {
+async fn send(producer: &Producer, topic: &str, e: &Emit) -> Result<DeliveryFuture> {
     send_raw(producer, topic, None, &e.key, &e.value).await
 }
 
 /// Hands one record to the producer, waiting while its queue is full.
 async fn send_raw(
-    producer: &FutureProducer,
+    producer: &Producer,
     topic: &str,
     partition: Option<i32>,
     key: &str,

@@ -21,6 +21,7 @@ pub mod report;
 pub mod sample;
 pub mod summary;
 pub mod telemetry;
+pub mod throttle;
 pub mod topics;
 pub mod warc;
 mod workers;

@@ -29,6 +29,7 @@
 //! | `neardup_checkpoints_total`, `neardup_checkpoint_failures_total` | counter | (checkpoints written; not written, the run going on) |
 //! | `neardup_consumer_lag` | gauge | `topic`, `partition` (the partitions assigned; 0 for one given up since) |
 //! | `neardup_brokers_up` | gauge | |
+//! | `neardup_kafka_errors_total` | counter | `client` (`consumer`, `producer`), `code` (librdkafka's error code): every error the clients report, also those [`crate::throttle`] keeps out of the log |
 //! | `neardup_input_partitions`, `neardup_partitions_owned` | gauge | `topic` (the stage's input topic: its partitions; those assigned to this instance) |
 //! | `neardup_state_partial` | gauge | (1 when the stage's state spans every input partition and this instance owns some of them but not all: see [`Health::input`]) |
 

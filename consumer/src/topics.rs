@@ -22,7 +22,7 @@ use rdkafka::admin::{
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::producer::{FutureProducer, Producer as _};
+use rdkafka::producer::Producer as _;
 
 use crate::cli::Stage;
 use crate::kafka::{partition_count, KafkaOptions, METADATA_TIMEOUT};
@@ -481,7 +481,7 @@ pub async fn topics(
 /// rejected credentials) is left to the run loop, which says what librdkafka reports.
 pub(crate) fn check_outputs<K: Consumer<X>, X: ConsumerContext>(
     consumer: &K,
-    producer: &FutureProducer,
+    producer: &crate::kafka::Producer,
     opts: &KafkaOptions,
     cfg: &neardup_topology::Config,
 ) -> Result<()> {
