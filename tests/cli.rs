@@ -172,7 +172,7 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
 /// reads to the end (`--exit-at-end`) stops with an error that says what to check; a service run
 /// keeps retrying, warning about each kind of error once per 30 s (it wrote about 40 lines a
 /// second before: each consumer poll's error and each `AllBrokersDown` of both clients), and
-/// SIGTERM still stops it cleanly.
+/// SIGTERM still stops it cleanly, also when nobody reads its standard error any more.
 #[test]
 fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
     use std::process::Stdio;
@@ -197,13 +197,28 @@ fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
     let start = Instant::now();
     let to_end = run(&["--exit-at-end"]);
     let service = run(&[]);
-    // The service run: past its start-up checks (10 s without metadata) and well into the loop.
+    // A third whose standard error is closed after its first line, as by `2>&1 | head -1`: it
+    // aborted (exit 134) at its next warning, since tracing reported the failed write with a
+    // panicking `eprint!` inside a librdkafka callback.
+    let mut deaf = run(&[]);
+    {
+        use std::io::BufRead;
+        let mut first = String::new();
+        std::io::BufReader::new(deaf.stderr.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+    }
+    // The service runs: past their start-up checks (10 s without metadata), well into the loop.
     std::thread::sleep(Duration::from_secs(20));
-    assert!(Command::new("kill")
-        .args(["-TERM", &service.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    for pid in [service.id(), deaf.id()] {
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let deaf = deaf.wait().unwrap();
+    assert!(deaf.success(), "with its standard error closed: {deaf:?}");
     let service = service.wait_with_output().unwrap();
     let log = String::from_utf8_lossy(&service.stderr);
     assert!(

@@ -20,7 +20,7 @@ fn main() -> std::process::ExitCode {
     match real_main(cli, &matches) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("neardup: error: {e:#}");
+            say(&mut std::io::stderr(), &format!("neardup: error: {e:#}\n"));
             std::process::ExitCode::FAILURE
         }
     }
@@ -56,8 +56,10 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                     args.revisit_cache,
                 )?,
             };
-            print!("{}", report.summary);
-            println!("outputs in {}", args.out.display());
+            say(
+                &mut std::io::stdout(),
+                &format!("{}outputs in {}\n", report.summary, args.out.display()),
+            );
             Ok(())
         }
         Command::Run(mut args) => {
@@ -68,7 +70,10 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                         .map_err(|e| anyhow::anyhow!("--stage {}: {e}", args.stage.name()))?;
                 }
                 kafka::check_clients(&(&args).into())?;
-                print!("{}", config::to_toml(&config::effective(&args)));
+                say(
+                    &mut std::io::stdout(),
+                    &config::to_toml(&config::effective(&args)),
+                );
                 return Ok(());
             }
             run(args)
@@ -82,9 +87,12 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
             if args.run.check_config {
                 // Without the broker: the configuration, and the topics it needs.
                 kafka::check_clients(&opts)?;
-                print!("{}", config::to_toml(&config::effective(&args.run)));
+                say(
+                    &mut std::io::stdout(),
+                    &config::to_toml(&config::effective(&args.run)),
+                );
                 let needs = neardup::topics::plan(&opts, &args.run.topology.config(), args.split);
-                print!("{}", neardup::topics::describe(&needs));
+                say(&mut std::io::stdout(), &neardup::topics::describe(&needs));
                 return Ok(());
             }
             let req = neardup::topics::TopicsRequest {
@@ -98,7 +106,7 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                 &args.run.topology.config(),
                 &req,
             ))?;
-            print!("{report}");
+            say(&mut std::io::stdout(), &report);
             if !ready {
                 anyhow::bail!(if args.create {
                     "some topics above cannot work as they are; see their status"
@@ -110,7 +118,7 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
         }
         Command::Demo(args) => runtime()?.block_on(demo::demo(&args)),
         Command::Eval(args) => {
-            print!("{}", eval::run(&args)?);
+            say(&mut std::io::stdout(), &eval::run(&args)?);
             Ok(())
         }
     }
@@ -144,13 +152,22 @@ fn run(args: neardup::cli::RunArgs) -> Result<()> {
         }
         let outcome =
             kafka::run(&(&args).into(), args.topology.config(), rx, asked, health).await?;
-        eprint!(
-            "{}{}",
-            summary::render(&outcome.topology, outcome.elapsed),
-            summary::sign_cache(&outcome.sign_cache)
+        say(
+            &mut std::io::stderr(),
+            &format!(
+                "{}{}",
+                summary::render(&outcome.topology, outcome.elapsed),
+                summary::sign_cache(&outcome.sign_cache)
+            ),
         );
         Ok(())
     })
+}
+
+/// Writes `text`, ignoring a reader that went away (`neardup eval ... | head`): `print!` panics
+/// on a closed pipe.
+fn say(out: &mut impl std::io::Write, text: &str) {
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -174,6 +191,10 @@ fn init_logging(json: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A closed standard error (a pipe to `head`, a log collector gone) must not stop the
+        // process: tracing reports a failed write with `eprint!`, which panics, and inside one of
+        // librdkafka's callbacks a panic aborts (`neardup run ... 2>&1 | head -20` did, with 134).
+        .log_internal_errors(false)
         // Colours only for a person at a terminal, not in files and log collectors.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if json {
