@@ -87,7 +87,7 @@ pub fn code_label(error: &rdkafka::error::KafkaError) -> String {
 
 /// Counts a Kafka client error and logs it unless it repeats one logged within the period.
 /// `client` names the client (`consumer`, `producer`); the message says what to check when no
-/// broker answers.
+/// broker answers or a topic is missing.
 pub fn kafka_error(
     throttle: &Throttle,
     client: &'static str,
@@ -118,13 +118,17 @@ pub fn kafka_error(
     );
 }
 
-/// What to check when no broker answers.
+/// What to check when no broker answers, or a topic is missing.
 fn hint(error: &rdkafka::error::KafkaError) -> Option<&'static str> {
     use rdkafka::types::RDKafkaErrorCode as C;
     match error.rdkafka_error_code() {
         Some(C::AllBrokersDown | C::BrokerTransportFailure | C::Resolve) => Some(
             "no broker answers, retrying: check --brokers (NEARDUP_BROKERS), the network, and \
              the kafka properties security.protocol and ssl.*",
+        ),
+        Some(C::UnknownTopicOrPartition | C::UnknownTopic) => Some(
+            "a topic does not exist (yet), retrying: check --input-topic, or create it \
+             (`neardup topics --create` lists and makes the ones neardup writes)",
         ),
         _ => None,
     }
@@ -174,9 +178,13 @@ mod tests {
         assert_eq!(code_label(&KafkaError::Canceled), "other");
         assert!(hint(&KafkaError::Global(RDKafkaErrorCode::AllBrokersDown))
             .is_some_and(|h| h.contains("--brokers")));
+        assert!(hint(&KafkaError::MessageConsumption(
+            RDKafkaErrorCode::UnknownTopicOrPartition
+        ))
+        .is_some_and(|h| h.contains("--input-topic")));
         assert_eq!(
             hint(&KafkaError::MessageConsumption(
-                RDKafkaErrorCode::UnknownTopicOrPartition
+                RDKafkaErrorCode::OffsetOutOfRange
             )),
             None
         );
