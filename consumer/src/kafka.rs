@@ -415,6 +415,18 @@ pub async fn run(
         .then(|| crate::at_end::EndWatch::new(opts, cfg.key_shards));
     let opts = &opts.for_stage();
     let started = Instant::now();
+    if opts.stage == Stage::All {
+        if let Some(advice) = crate::sizing::cgroup_limit().and_then(|limit| {
+            crate::sizing::advice(
+                cfg.near.max_pages as u64,
+                opts.sign_cache as u64,
+                cfg.collections,
+                limit,
+            )
+        }) {
+            warn!("{advice}");
+        }
+    }
     // Every stage but sign (stateless) and shard (one key shard per partition) keeps state that
     // joins pages of every partition of its input.
     let _ = health.input.set(telemetry::Input::new(

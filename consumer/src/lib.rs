@@ -19,6 +19,7 @@ pub mod merge;
 pub mod replay;
 pub mod report;
 pub mod sample;
+pub mod sizing;
 pub mod summary;
 pub mod telemetry;
 pub mod throttle;

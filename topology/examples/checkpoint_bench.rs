@@ -3,18 +3,27 @@
 //! restart without a checkpoint does), all measured in the same run.
 //!
 //! ```text
-//! cargo run --release -p neardup-topology --example checkpoint_bench -- EVENTS.jsonl [--reps R]
+//! cargo run --release -p neardup-topology --example checkpoint_bench -- EVENTS.jsonl [--reps R] [--no-collections]
 //! ```
 //!
-//! The whole file is processed (default configuration, collections on), then the state is
-//! checkpointed and restored R times (default 5); medians are printed. Times are of the
-//! serialization and parsing only (no disk): the consumer adds one file write and read.
+//! The whole file is processed (default configuration, collections on unless
+//! `--no-collections`), then the state is checkpointed and restored R times (default 5); medians
+//! are printed. Times are of the serialization and parsing only (no disk): the consumer adds one
+//! file write and read. It also prints the live heap the state holds (every window, pair store,
+//! cluster level, history and index of the topology, URLs included), counted by a global
+//! allocator that counts bytes asked for and given back (`stats_alloc`): what a deployment's
+//! memory grows by per windowed page, before the allocator's own overhead.
 
 use neardup_schemas::Source;
 use neardup_topology::{checkpoint, Config, Topology};
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+use std::alloc::System;
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
 use std::time::Instant;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -24,7 +33,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = |what: &str| -> ! {
-        eprintln!("checkpoint_bench: {what}\nusage: checkpoint_bench EVENTS.jsonl [--reps R]");
+        eprintln!("checkpoint_bench: {what}\nusage: checkpoint_bench EVENTS.jsonl [--reps R] [--no-collections]");
         std::process::exit(2)
     };
     let Some(path) = args.first().filter(|a| !a.starts_with('-')) else {
@@ -45,12 +54,13 @@ fn main() {
         .filter(|l| !l.is_empty())
         .collect();
     let cfg = Config {
-        collections: true,
+        collections: !args.iter().any(|a| a == "--no-collections"),
         ..Config::default()
     };
     let t0 = Instant::now();
+    let mut out = Vec::with_capacity(1024);
+    let region = Region::new(GLOBAL);
     let mut topo = Topology::new(cfg.clone());
-    let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let src = Source::File {
             file: path.clone(),
@@ -60,6 +70,9 @@ fn main() {
         out.clear();
     }
     let rebuild = t0.elapsed().as_secs_f64();
+    out.shrink_to(1024);
+    let heap = region.change();
+    let heap = heap.bytes_allocated as i64 - heap.bytes_deallocated as i64;
     let pages = topo.near_stats().pages;
     let offsets = BTreeMap::from([(0, lines.len() as i64)]);
 
@@ -77,7 +90,15 @@ fn main() {
     }
     let (w, r) = (median(writes), median(restores));
     println!("records                 {}", lines.len());
-    println!("windowed pages          {pages}");
+    println!(
+        "windowed pages          {pages} (collections {})",
+        if cfg.collections { "on" } else { "off" }
+    );
+    println!(
+        "live heap of the state  {:.1} MiB, {:.0} bytes per windowed page",
+        heap as f64 / (1 << 20) as f64,
+        heap as f64 / pages.max(1) as f64
+    );
     println!(
         "checkpoint size         {:.1} MiB, {:.0} bytes per windowed page",
         size as f64 / (1 << 20) as f64,

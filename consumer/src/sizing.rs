@@ -1,0 +1,115 @@
+//! Will the page budget fit in memory? A check at the start of `neardup run`.
+//!
+//! The window's page budget (`--max-window-pages`, 4,000,000 by default) bounds the state, but
+//! nothing tied it to the memory the process may use: under the Helm chart's default limit
+//! (4 GiB) the default budget would be reached only after the container had been killed for
+//! lack of memory, and killed again after each restart, as the state it restores is as large.
+//! Measured on the benchmark's crawls (`checkpoint_bench`, which counts the live heap of the
+//! whole topology state), a windowed page holds 2.6-2.8 KB (3.1-3.4 KB with collections); with
+//! the allocator's own overhead, [`BYTES_PER_PAGE`] is the estimate used here.
+//!
+//! When the process runs under a memory limit (a cgroup's, as in a container), `neardup run`
+//! warns at start if the budget, at its fullest, would need more than the limit, and says which
+//! budget would fit. It does not refuse to start: a crawl may never fill the budget, and the
+//! estimate depends on the crawl (pages with many pairs or links hold more).
+
+/// Estimated memory per windowed page, allocator overhead included (bytes).
+pub const BYTES_PER_PAGE: u64 = 3_500;
+/// Estimated memory of everything else but the sign cache: the Kafka clients' queues, records
+/// in flight, the preparing threads' buffers (bytes; the medium crawl's run peaked at 190-320
+/// MiB with 52 MiB of state and 66 MiB of sign cache).
+pub const BASE_BYTES: u64 = 384 << 20;
+
+/// The memory the state may need at its fullest: `max_pages` windowed pages, a full sign cache
+/// (`sign_cache` bytes) and the rest.
+pub fn estimate(max_pages: u64, sign_cache: u64, collections: bool) -> u64 {
+    let per_page = if collections {
+        BYTES_PER_PAGE + BYTES_PER_PAGE / 5
+    } else {
+        BYTES_PER_PAGE
+    };
+    BASE_BYTES + sign_cache + max_pages.saturating_mul(per_page)
+}
+
+/// The largest page budget whose [`estimate`] fits in `limit` bytes (0 if none does).
+pub fn pages_within(limit: u64, sign_cache: u64, collections: bool) -> u64 {
+    let fixed = estimate(0, sign_cache, collections);
+    let per_page = estimate(1, sign_cache, collections) - fixed;
+    limit.saturating_sub(fixed) / per_page
+}
+
+/// The warning to give when the budget does not fit in `limit` bytes, if it does not.
+pub fn advice(max_pages: u64, sign_cache: u64, collections: bool, limit: u64) -> Option<String> {
+    let need = estimate(max_pages, sign_cache, collections);
+    if need <= limit {
+        return None;
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    Some(format!(
+        "the page budget (--max-window-pages {max_pages}) may need about {:.1} GiB when the \
+         window is full (about {} bytes a page, with a {} MiB sign cache), over this process's \
+         memory limit of {:.1} GiB: set --max-window-pages (topology.max_window_pages) to at most \
+         about {} or raise the limit, or the process will be killed for lack of memory once the \
+         window fills, and again after each restart",
+        gib(need),
+        (estimate(1, 0, collections) - estimate(0, 0, collections)),
+        sign_cache >> 20,
+        gib(limit),
+        pages_within(limit, sign_cache, collections),
+    ))
+}
+
+/// The memory limit of this process's cgroup (v2 `memory.max`, else v1
+/// `memory.limit_in_bytes`), if it has one.
+pub fn cgroup_limit() -> Option<u64> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let v2 = read("/sys/fs/cgroup/memory.max");
+    let v1 = || read("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    parse_limit(v2.or_else(v1)?.trim())
+}
+
+/// A cgroup limit file's content: a number of bytes, or `max` (none). cgroup v1 writes a huge
+/// number (about 2^63) for none.
+fn parse_limit(text: &str) -> Option<u64> {
+    let n: u64 = text.parse().ok()?;
+    (n < 1 << 60).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn the_default_budget_does_not_fit_the_charts_default_limit_and_the_advice_fits() {
+        let cache = 256 << 20;
+        let advice = advice(4_000_000, cache, false, 4 * GIB).expect("13 GiB > 4 GiB");
+        assert!(advice.contains("--max-window-pages 4000000"), "{advice}");
+        let fits = pages_within(4 * GIB, cache, false);
+        assert!(
+            advice.contains(&format!("at most about {fits}")),
+            "{advice}"
+        );
+        // The budget it advises fits, one page more would not.
+        assert!(estimate(fits, cache, false) <= 4 * GIB);
+        assert!(estimate(fits + 1, cache, false) > 4 * GIB);
+        assert_eq!(super::advice(fits, cache, false, 4 * GIB), None);
+        assert!(super::advice(fits + 1, cache, false, 4 * GIB).is_some());
+        // The chart's default budget fits its default limit, with or without collections.
+        assert_eq!(super::advice(800_000, cache, false, 4 * GIB), None);
+        assert_eq!(super::advice(800_000, cache, true, 4 * GIB), None);
+        // Collections cost more per page.
+        assert!(pages_within(4 * GIB, cache, true) < fits);
+        // A limit under the fixed part fits no page at all.
+        assert_eq!(pages_within(100 << 20, cache, false), 0);
+    }
+
+    #[test]
+    fn cgroup_limit_files_are_read_as_limits_or_none() {
+        assert_eq!(parse_limit("4294967296"), Some(4 * GIB));
+        assert_eq!(parse_limit("max"), None);
+        assert_eq!(parse_limit("9223372036854771712"), None);
+        assert_eq!(parse_limit(""), None);
+    }
+}
