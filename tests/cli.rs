@@ -259,6 +259,107 @@ fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
     );
 }
 
+/// `neardup run` under a memory limit too small for its page budget says so at start, with the
+/// budget that would fit: run in a child of this process's cgroup (v1 memory controller) with a
+/// 1 GiB limit. Where no such cgroup can be made (not root, cgroup v2 without delegation) the
+/// test says so and checks nothing; the estimate itself is unit-tested in `sizing.rs`.
+#[test]
+fn a_run_whose_page_budget_does_not_fit_its_memory_limit_says_so() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(path) = own.lines().find_map(|l| {
+        l.split_once(":memory:")
+            .map(|(_, p)| p.trim_end_matches('/'))
+    }) else {
+        eprintln!("skipped: no cgroup v1 memory controller here");
+        return;
+    };
+    let dir = format!(
+        "/sys/fs/cgroup/memory{path}/neardup-test-{}",
+        std::process::id()
+    );
+    if std::fs::create_dir(&dir).is_err()
+        || std::fs::write(format!("{dir}/memory.limit_in_bytes"), "1073741824").is_err()
+    {
+        let _ = std::fs::remove_dir(&dir);
+        eprintln!("skipped: cannot make a memory cgroup at {dir}");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let run = |budget: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > {dir}/cgroup.procs && exec \"$0\" run --brokers 127.0.0.1:{port} \
+                 --input-topic pages --max-window-pages {budget}"
+            ))
+            .arg(env!("CARGO_BIN_EXE_neardup"))
+            .env_remove("NEARDUP_LOG")
+            .env_remove("NEARDUP_LOG_JSON")
+            .env_remove("NEARDUP_MAX_WINDOW_PAGES")
+            .env_remove("NEARDUP_SIGN_CACHE")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The first lines of each run's log, up to its "consuming" line (after the start-up checks).
+    let first_lines = |mut child: std::process::Child| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let done = line.contains("consuming");
+                let _ = tx.send(line);
+                if done {
+                    break;
+                }
+            }
+        });
+        let start = Instant::now();
+        let mut lines = Vec::new();
+        while start.elapsed() < Duration::from_secs(40) {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(l) => {
+                    let done = l.contains("consuming");
+                    lines.push(l);
+                    if done {
+                        break;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => break,
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        lines.join("\n")
+    };
+    let default_budget = first_lines(run("4000000"));
+    let fitting = first_lines(run("100000"));
+    let _ = std::fs::remove_dir(&dir);
+    assert!(
+        default_budget.contains("the page budget (--max-window-pages 4000000) may need about")
+            && default_budget.contains("memory limit of 1.0 GiB")
+            && default_budget.contains(&format!(
+                "at most about {}",
+                neardup::sizing::pages_within(1 << 30, 256 << 20, false)
+            )),
+        "{default_budget}"
+    );
+    assert!(fitting.contains("consuming"), "{fitting}");
+    assert!(!fitting.contains("page budget"), "{fitting}");
+}
+
 /// `neardup topics --check-config` says, without a broker, which topics a configuration needs:
 /// the split topology's internal ones with their partitions only when the configuration splits.
 #[test]

@@ -59,13 +59,36 @@ pub fn advice(max_pages: u64, sign_cache: u64, collections: bool, limit: u64) ->
     ))
 }
 
-/// The memory limit of this process's cgroup (v2 `memory.max`, else v1
-/// `memory.limit_in_bytes`), if it has one.
+/// The memory limit of this process's cgroup, if it has one: the files its line in
+/// `/proc/self/cgroup` names (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`), then those at
+/// the mount's root (what a container with its own cgroup namespace sees as its own).
 pub fn cgroup_limit() -> Option<u64> {
-    let read = |p: &str| std::fs::read_to_string(p).ok();
-    let v2 = read("/sys/fs/cgroup/memory.max");
-    let v1 = || read("/sys/fs/cgroup/memory/memory.limit_in_bytes");
-    parse_limit(v2.or_else(v1)?.trim())
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    limit_files(&own)
+        .iter()
+        .find_map(|f| std::fs::read_to_string(f).ok())
+        .and_then(|text| parse_limit(text.trim()))
+}
+
+/// The files that may hold the memory limit of the cgroups listed in `proc_self_cgroup`, most
+/// specific first.
+fn limit_files(proc_self_cgroup: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    for line in proc_self_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(id), Some(c), Some(p)) => (id, c, p.trim_end_matches('/')),
+            _ => continue,
+        };
+        if controllers.is_empty() {
+            files.push(format!("/sys/fs/cgroup{path}/memory.max"));
+        } else if controllers.split(',').any(|c| c == "memory") {
+            files.push(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"));
+        }
+    }
+    files.push("/sys/fs/cgroup/memory.max".into());
+    files.push("/sys/fs/cgroup/memory/memory.limit_in_bytes".into());
+    files
 }
 
 /// A cgroup limit file's content: a number of bytes, or `max` (none). cgroup v1 writes a huge
@@ -103,6 +126,32 @@ mod tests {
         assert!(pages_within(4 * GIB, cache, true) < fits);
         // A limit under the fixed part fits no page at all.
         assert_eq!(pages_within(100 << 20, cache, false), 0);
+    }
+
+    #[test]
+    fn the_limit_is_looked_for_in_the_process_own_cgroup_first() {
+        let v1 = "9:name=systemd:/\n4:memory:/process_api/e774\n1:cpu:/\n0::/\n";
+        assert_eq!(
+            limit_files(v1)[..2],
+            [
+                "/sys/fs/cgroup/memory/process_api/e774/memory.limit_in_bytes",
+                "/sys/fs/cgroup/memory.max",
+            ]
+        );
+        let v2 = "0::/kubepods/burstable/pod1/abc\n";
+        assert_eq!(
+            limit_files(v2)[0],
+            "/sys/fs/cgroup/kubepods/burstable/pod1/abc/memory.max"
+        );
+        // In its own cgroup namespace a container is at the root.
+        assert_eq!(limit_files("0::/\n")[0], "/sys/fs/cgroup/memory.max");
+        assert_eq!(
+            limit_files("")[..],
+            [
+                "/sys/fs/cgroup/memory.max",
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+            ]
+        );
     }
 
     #[test]
