@@ -197,6 +197,19 @@ fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
     let start = Instant::now();
     let to_end = run(&["--exit-at-end"]);
     let service = run(&[]);
+    // And a replay of a topic range: it failed after its metadata timeout as it does now, but
+    // left an output directory of empty files and about 20 lines a second of librdkafka errors.
+    let scratch = Scratch::new("no-broker-replay");
+    let out_dir = scratch.join("out");
+    let replay = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["replay", "--topic", "pages", "--brokers", &brokers, "--out"])
+        .arg(&out_dir)
+        .env_remove("NEARDUP_LOG")
+        .env_remove("NEARDUP_LOG_JSON")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // A third whose standard error is closed after its first line, as by `2>&1 | head -1`: it
     // aborted (exit 134) at its next warning, since tracing reported the failed write with a
     // panicking `eprint!` inside a librdkafka callback.
@@ -256,6 +269,21 @@ fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
         start.elapsed() < Duration::from_secs(38),
         "{:?}",
         start.elapsed()
+    );
+
+    let replay = replay.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&replay.stderr);
+    assert_eq!(replay.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "cannot read the metadata of topic pages from {brokers}"
+        )),
+        "{log}"
+    );
+    assert!(log.lines().count() <= 10, "{log}");
+    assert!(
+        !out_dir.exists(),
+        "a replay that read nothing wrote {out_dir:?}"
     );
 }
 

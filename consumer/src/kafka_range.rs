@@ -14,6 +14,7 @@
 //! No consumer group offsets are read or committed.
 
 use crate::replay::{Progress, ReplayReport, Replayer};
+use crate::throttle::Logged;
 use anyhow::{anyhow, bail, Context as _, Result};
 use neardup_schemas::Source;
 use rdkafka::config::ClientConfig;
@@ -67,7 +68,7 @@ pub struct KafkaRange {
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 impl KafkaRange {
-    fn consumer(&self) -> Result<BaseConsumer> {
+    fn consumer(&self) -> Result<BaseConsumer<Logged>> {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &self.brokers)
             .set("group.id", "neardup-replay")
@@ -80,12 +81,12 @@ impl KafkaRange {
         for (k, v) in &self.kafka {
             c.set(k, v);
         }
-        c.create()
+        c.create_with_context(Logged::new("replay"))
             .context("cannot create a Kafka consumer (check --brokers and -X properties)")
     }
 
     /// Each partition's `[start, end)`.
-    fn offsets(&self, c: &BaseConsumer) -> Result<Vec<(i32, i64, i64)>> {
+    fn offsets(&self, c: &BaseConsumer<Logged>) -> Result<Vec<(i32, i64, i64)>> {
         let partitions =
             crate::kafka::partition_ids(c, &self.topic, TIMEOUT).with_context(|| {
                 format!(
@@ -124,7 +125,7 @@ impl KafkaRange {
         Ok(out)
     }
 
-    fn offset_for_time(&self, c: &BaseConsumer, p: i32, t: i64, high: i64) -> Result<i64> {
+    fn offset_for_time(&self, c: &BaseConsumer<Logged>, p: i32, t: i64, high: i64) -> Result<i64> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&self.topic, p, Offset::Offset(t))?;
         let found = c.offsets_for_times(tpl, TIMEOUT).with_context(|| {
@@ -144,7 +145,7 @@ impl KafkaRange {
 /// One partition being read: its consumer, its next record, its end.
 struct Cursor {
     partition: i32,
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<Logged>,
     end: i64,
     /// Time bounds: records before `from_ms` are skipped, the first at or after `to_ms` ends.
     from_ms: Option<i64>,
@@ -193,10 +194,11 @@ pub fn replay_kafka(
     cfg: neardup_topology::Config,
     sign_cache: usize,
 ) -> Result<ReplayReport> {
-    let mut r = Replayer::new(out_dir, cfg, sign_cache)?;
+    // The range first: a topic that cannot be read leaves no output directory behind.
     let probe = range.consumer()?;
     let offsets = range.offsets(&probe)?;
     drop(probe);
+    let mut r = Replayer::new(out_dir, cfg, sign_cache)?;
     let total: i64 = offsets.iter().map(|(_, s, e)| e - s).sum();
     let progress = Progress::records(total as u64);
     let mut cursors = vec![];

@@ -118,6 +118,31 @@ pub fn kafka_error(
     );
 }
 
+/// The context of a client whose errors only need to be counted and logged once per period
+/// (the Kafka range a replay reads; librdkafka's default context logs every one).
+pub struct Logged {
+    client: &'static str,
+    throttle: Throttle,
+}
+
+impl Logged {
+    /// A context for the client named `client` in logs and metrics.
+    pub fn new(client: &'static str) -> Logged {
+        Logged {
+            client,
+            throttle: Throttle::default(),
+        }
+    }
+}
+
+impl rdkafka::ClientContext for Logged {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        kafka_error(&self.throttle, self.client, &error, reason);
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Logged {}
+
 /// What to check when no broker answers, or a topic is missing.
 fn hint(error: &rdkafka::error::KafkaError) -> Option<&'static str> {
     use rdkafka::types::RDKafkaErrorCode as C;
@@ -127,8 +152,8 @@ fn hint(error: &rdkafka::error::KafkaError) -> Option<&'static str> {
              the kafka properties security.protocol and ssl.*",
         ),
         Some(C::UnknownTopicOrPartition | C::UnknownTopic) => Some(
-            "a topic does not exist (yet), retrying: check --input-topic, or create it \
-             (`neardup topics --create` lists and makes the ones neardup writes)",
+            "a topic does not exist (yet), retrying: check its name (--input-topic, --topic), \
+             or create it (`neardup topics --create` lists and makes the ones neardup writes)",
         ),
         _ => None,
     }
