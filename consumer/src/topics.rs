@@ -342,7 +342,13 @@ pub async fn topics(
         .context("cannot create a Kafka admin client (check --brokers and -X properties)")?;
     let needs = plan(opts, cfg, req.split);
     let names: Vec<&str> = needs.iter().map(|n| n.name.as_str()).collect();
-    let mut found = inspect(&consumer, &admin, &names).await?;
+    let mut found = inspect(&consumer, &admin, &names).await.with_context(|| {
+        format!(
+            "cannot read the topics from the brokers {}: check --brokers (NEARDUP_BROKERS), the network, and \
+             the kafka properties security.protocol, ssl.* and sasl.*",
+            opts.brokers
+        )
+    })?;
     let input_partitions = found[&opts.input_topic].partitions;
     let default_partitions = req.partitions.unwrap_or(input_partitions.max(1));
     let judged = |found: &BTreeMap<String, Found>| -> Vec<Verdict> {
