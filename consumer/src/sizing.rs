@@ -16,8 +16,8 @@
 /// Estimated memory per windowed page, allocator overhead included (bytes).
 pub const BYTES_PER_PAGE: u64 = 3_500;
 /// Estimated memory of everything else but the sign cache: the Kafka clients' queues, records
-/// in flight, the preparing threads' buffers (bytes; the medium crawl's run peaked at 190-320
-/// MiB with 52 MiB of state and 66 MiB of sign cache).
+/// in flight, the preparing threads' buffers (bytes; five runs over the medium crawl peaked at
+/// 256-386 MiB, of which 52 MiB of state and 66 MiB of sign cache).
 pub const BASE_BYTES: u64 = 384 << 20;
 
 /// The memory the state may need at its fullest: `max_pages` windowed pages, a full sign cache
