@@ -210,7 +210,7 @@ fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // A third whose standard error is closed after its first line, as by `2>&1 | head -1`: it
+    // And a run whose standard error is closed after its first line, as by `2>&1 | head -1`: it
     // aborted (exit 134) at its next warning, since tracing reported the failed write with a
     // panicking `eprint!` inside a librdkafka callback.
     let mut deaf = run(&[]);
