@@ -990,6 +990,17 @@ pub async fn run(
     }
     telemetry::record_topology(&topo);
     telemetry::record_sign_cache(&sign_cache.stats());
+    // Leaving the group (librdkafka's consumer close, with the revocation callback's flush and
+    // commit) is bounded too: a shard instance whose member the broker no longer knew
+    // (`UnknownMemberId`) stayed in it for minutes after its outputs were flushed and its
+    // offsets committed. The group's coordinator notices an instance gone at its session timeout.
+    let limit = opts.drain_timeout.max(Duration::from_secs(5));
+    if !drop_within(consumer, limit) {
+        warn!(
+            seconds = limit.as_secs(),
+            "the consumer did not leave its group in time; exiting without waiting (outputs are flushed and offsets committed)"
+        );
+    }
     Ok(RunOutcome {
         topology: topo,
         elapsed: started.elapsed(),
@@ -1047,6 +1058,21 @@ impl Ready {
         }
         Ok(())
     }
+}
+
+/// Drops `value` on a thread of its own and waits at most `limit` for it: true if the drop
+/// finished. A drop that blocks longer (a Kafka client closing against a broker that does not
+/// answer as it should) is left to finish, or to end with the process.
+fn drop_within<T: Send + 'static>(value: T, limit: Duration) -> bool {
+    let (done, finished) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("neardup-close".into())
+        .spawn(move || {
+            drop(value);
+            let _ = done.send(());
+        });
+    // Without a thread the value was dropped here, with the closure.
+    spawned.is_err() || finished.recv_timeout(limit).is_ok()
 }
 
 /// 1, 10, 100, ...: when a count is worth a log line.
@@ -1635,7 +1661,31 @@ fn restore_partitions(
 
 #[cfg(test)]
 mod tests {
-    use super::{is_power_of_ten, DeadLetterGuard};
+    use super::{drop_within, is_power_of_ten, DeadLetterGuard};
+    use std::time::{Duration, Instant};
+
+    /// A value whose drop takes `0` long, as a Kafka consumer's close can.
+    struct SlowDrop(Duration);
+
+    impl Drop for SlowDrop {
+        fn drop(&mut self) {
+            std::thread::sleep(self.0);
+        }
+    }
+
+    #[test]
+    fn a_drop_that_blocks_is_waited_for_only_so_long() {
+        let start = Instant::now();
+        assert!(!drop_within(
+            SlowDrop(Duration::from_secs(30)),
+            Duration::from_millis(200)
+        ));
+        assert!(start.elapsed() < Duration::from_secs(10));
+        assert!(drop_within(
+            SlowDrop(Duration::from_millis(10)),
+            Duration::from_secs(10)
+        ));
+    }
 
     #[test]
     fn powers_of_ten_are_told() {
