@@ -21,8 +21,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "net.rs"]
+mod net;
 #[path = "scratch.rs"]
 mod scratch;
+use net::free_port;
 use scratch::Scratch;
 
 /// Numbers the log files of [`Setup::run_logged`].
@@ -2499,14 +2502,4 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// A loopback port nothing listens on now (the OS picks it; a race with another process taking
-/// it first is possible but harmless in these tests: the start-up would fail loudly).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }

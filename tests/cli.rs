@@ -10,8 +10,11 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
+#[path = "net.rs"]
+mod net;
 #[path = "scratch.rs"]
 mod scratch;
+use net::free_port;
 use scratch::Scratch;
 
 fn neardup(args: &[&str]) -> std::process::Output {
@@ -168,6 +171,18 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
     }
 }
 
+/// Starts `command` with its log (standard error) to read, in the default text format, and
+/// its standard output dropped.
+fn spawn_logging(command: &mut Command) -> std::process::Child {
+    command
+        .env_remove("NEARDUP_LOG")
+        .env_remove("NEARDUP_LOG_JSON")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// `neardup run` with no broker answering at `--brokers` (a port nothing listens on): a run that
 /// reads to the end (`--exit-at-end`) stops with an error that says what to check; a service run
 /// keeps retrying, warning about each kind of error once per 30 s (it wrote about 40 lines a
@@ -175,41 +190,28 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
 /// SIGTERM still stops it cleanly, also when nobody reads its standard error any more.
 #[test]
 fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
-    use std::process::Stdio;
     use std::time::{Duration, Instant};
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let brokers = format!("127.0.0.1:{port}");
     let run = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_neardup"))
-            .args(["run", "--brokers", &brokers, "--input-topic", "pages"])
-            .args(extra)
-            .env_remove("NEARDUP_LOG")
-            .env_remove("NEARDUP_LOG_JSON")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        spawn_logging(
+            Command::new(env!("CARGO_BIN_EXE_neardup"))
+                .args(["run", "--brokers", &brokers, "--input-topic", "pages"])
+                .args(extra),
+        )
     };
     let start = Instant::now();
-    let to_end = run(&["--exit-at-end"]);
+    let mut to_end = run(&["--exit-at-end"]);
     let service = run(&[]);
     // And a replay of a topic range: it failed after its metadata timeout as it does now, but
     // left an output directory of empty files and about 20 lines a second of librdkafka errors.
     let scratch = Scratch::new("no-broker-replay");
     let out_dir = scratch.join("out");
-    let replay = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(["replay", "--topic", "pages", "--brokers", &brokers, "--out"])
-        .arg(&out_dir)
-        .env_remove("NEARDUP_LOG")
-        .env_remove("NEARDUP_LOG_JSON")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let replay = spawn_logging(
+        Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["replay", "--topic", "pages", "--brokers", &brokers, "--out"])
+            .arg(&out_dir),
+    );
     // And a run whose standard error is closed after its first line, as by `2>&1 | head -1`: it
     // aborted (exit 134) at its next warning, since tracing reported the failed write with a
     // panicking `eprint!` inside a librdkafka callback.
@@ -251,7 +253,6 @@ fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
     );
 
     // (It used to wait for a broker forever.)
-    let mut to_end = to_end;
     while to_end.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(90) {
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -294,7 +295,6 @@ fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
 #[test]
 fn a_run_whose_page_budget_does_not_fit_its_memory_limit_says_so() {
     use std::io::BufRead;
-    use std::process::Stdio;
     use std::time::{Duration, Instant};
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let Some(path) = own.lines().find_map(|l| {
@@ -315,27 +315,19 @@ fn a_run_whose_page_budget_does_not_fit_its_memory_limit_says_so() {
         eprintln!("skipped: cannot make a memory cgroup at {dir}");
         return;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let run = |budget: &str| {
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "echo $$ > {dir}/cgroup.procs && exec \"$0\" run --brokers 127.0.0.1:{port} \
-                 --input-topic pages --max-window-pages {budget}"
-            ))
-            .arg(env!("CARGO_BIN_EXE_neardup"))
-            .env_remove("NEARDUP_LOG")
-            .env_remove("NEARDUP_LOG_JSON")
-            .env_remove("NEARDUP_MAX_WINDOW_PAGES")
-            .env_remove("NEARDUP_SIGN_CACHE")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        spawn_logging(
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "echo $$ > {dir}/cgroup.procs && exec \"$0\" run --brokers 127.0.0.1:{port} \
+                     --input-topic pages --max-window-pages {budget}"
+                ))
+                .arg(env!("CARGO_BIN_EXE_neardup"))
+                .env_remove("NEARDUP_MAX_WINDOW_PAGES")
+                .env_remove("NEARDUP_SIGN_CACHE"),
+        )
     };
     // The first lines of each run's log, up to its "consuming" line (after the start-up checks).
     let first_lines = |mut child: std::process::Child| {

@@ -589,15 +589,17 @@ pub async fn run(
                 opts.input_topic
             ),
             Ok(_) => {}
-            // Rejected credentials and untrusted certificates have their own message.
-            Err(_) if fatal.lock().expect("fatal error").is_some() => {
-                bail!("{}", fatal.lock().expect("fatal error").take().unwrap_or_default())
+            Err(e) => {
+                // Rejected credentials and untrusted certificates have their own message.
+                if let Some(why) = fatal.lock().expect("fatal error").take() {
+                    bail!(why);
+                }
+                bail!(
+                    "no broker of {} answered within {} s ({e:#}): --exit-at-end reads the input topic to its end and stops, so it does not wait for a broker; check --brokers (NEARDUP_BROKERS), the network, and the kafka properties security.protocol and ssl.*",
+                    opts.brokers,
+                    METADATA_TIMEOUT.as_secs()
+                )
             }
-            Err(e) => bail!(
-                "no broker of {} answered within {} s ({e:#}): --exit-at-end reads the input topic to its end and stops, so it does not wait for a broker; check --brokers (NEARDUP_BROKERS), the network, and the kafka properties security.protocol and ssl.*",
-                opts.brokers,
-                METADATA_TIMEOUT.as_secs()
-            ),
         }
     }
     // Metadata that cannot be read at all (no broker yet) is left to the run loop, which

@@ -20,22 +20,24 @@ pub const BYTES_PER_PAGE: u64 = 3_500;
 /// 256-386 MiB, of which 52 MiB of state and 66 MiB of sign cache).
 pub const BASE_BYTES: u64 = 384 << 20;
 
-/// The memory the state may need at its fullest: `max_pages` windowed pages, a full sign cache
-/// (`sign_cache` bytes) and the rest.
-pub fn estimate(max_pages: u64, sign_cache: u64, collections: bool) -> u64 {
-    let per_page = if collections {
+/// Estimated memory per windowed page: [`BYTES_PER_PAGE`], a fifth more with collections.
+fn per_page(collections: bool) -> u64 {
+    if collections {
         BYTES_PER_PAGE + BYTES_PER_PAGE / 5
     } else {
         BYTES_PER_PAGE
-    };
-    BASE_BYTES + sign_cache + max_pages.saturating_mul(per_page)
+    }
+}
+
+/// The memory the state may need at its fullest: `max_pages` windowed pages, a full sign cache
+/// (`sign_cache` bytes) and the rest.
+pub fn estimate(max_pages: u64, sign_cache: u64, collections: bool) -> u64 {
+    BASE_BYTES + sign_cache + max_pages.saturating_mul(per_page(collections))
 }
 
 /// The largest page budget whose [`estimate`] fits in `limit` bytes (0 if none does).
 pub fn pages_within(limit: u64, sign_cache: u64, collections: bool) -> u64 {
-    let fixed = estimate(0, sign_cache, collections);
-    let per_page = estimate(1, sign_cache, collections) - fixed;
-    limit.saturating_sub(fixed) / per_page
+    limit.saturating_sub(estimate(0, sign_cache, collections)) / per_page(collections)
 }
 
 /// The warning to give when the budget does not fit in `limit` bytes, if it does not.
@@ -52,7 +54,7 @@ pub fn advice(max_pages: u64, sign_cache: u64, collections: bool, limit: u64) ->
          about {} or raise the limit, or the process will be killed for lack of memory once the \
          window fills, and again after each restart",
         gib(need),
-        (estimate(1, 0, collections) - estimate(0, 0, collections)),
+        per_page(collections),
         sign_cache >> 20,
         gib(limit),
         pages_within(limit, sign_cache, collections),
