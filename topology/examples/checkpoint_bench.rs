@@ -111,4 +111,18 @@ fn main() {
         "restore / rebuild        {:.4} (the share of a full re-read a restart from a checkpoint costs)",
         r / rebuild
     );
+    if args.iter().any(|a| a == "--parts") {
+        let mut last = GLOBAL.stats();
+        topo.release_parts(|name| {
+            let now = GLOBAL.stats();
+            let freed = (now.bytes_deallocated - last.bytes_deallocated) as i64
+                - (now.bytes_allocated - last.bytes_allocated) as i64;
+            last = now;
+            println!(
+                "  {name:<40} {:>7.1} MiB {:>6.0} B/page",
+                freed as f64 / (1 << 20) as f64,
+                freed as f64 / pages.max(1) as f64
+            );
+        });
+    }
 }

@@ -41,7 +41,9 @@ pub struct Change {
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct History {
     window_ms: i64,
-    by_url: HashMap<Arc<str>, Fetch>,
+    /// Boxed: a fetch is 224 bytes, and a map holding them inline keeps its free buckets at
+    /// that size too (up to half the table after it grows), where boxed they cost 8 bytes.
+    by_url: HashMap<Arc<str>, Box<Fetch>>,
     expiry: Expiry<Arc<str>>,
 }
 
@@ -103,8 +105,8 @@ impl History {
         for (c, m) in cut.iter_mut().zip(b.minvalues.iter()) {
             *c = *m as u16;
         }
-        let (key, change) = match self.by_url.get_key_value(url) {
-            Some((key, prev)) => {
+        match self.by_url.get_mut(url) {
+            Some(prev) => {
                 if at_ms < prev.ticket.at_ms() {
                     return None;
                 }
@@ -116,7 +118,11 @@ impl History {
                     .count() as u8;
                 let (same_checksum, same_text) =
                     (prev.checksum == checksum, prev.text_hash == text_hash);
-                self.expiry.remove(prev.ticket);
+                // The expiry holds the URL of every fetch held (the same `Arc` as the map).
+                let key = self
+                    .expiry
+                    .remove(prev.ticket)
+                    .unwrap_or_else(|| Arc::from(url));
                 let change = Change {
                     previous_ms: prev.ticket.at_ms(),
                     agreeing_minvalues: agreeing,
@@ -124,21 +130,27 @@ impl History {
                     same_text,
                     bucket: change_bucket(agreeing, same_checksum, same_text),
                 };
-                (key.clone(), Some(change))
+                **prev = Fetch {
+                    checksum,
+                    text_hash,
+                    minvalues: cut,
+                    ticket: self.expiry.insert(at_ms, key),
+                };
+                Some(change)
             }
-            None => (Arc::from(url), None),
-        };
-        let ticket = self.expiry.insert(at_ms, key.clone());
-        self.by_url.insert(
-            key,
-            Fetch {
-                checksum,
-                text_hash,
-                minvalues: cut,
-                ticket,
-            },
-        );
-        change
+            None => {
+                let key: Arc<str> = Arc::from(url);
+                let ticket = self.expiry.insert(at_ms, key.clone());
+                let fetch = Fetch {
+                    checksum,
+                    text_hash,
+                    minvalues: cut,
+                    ticket,
+                };
+                self.by_url.insert(key, Box::new(fetch));
+                None
+            }
+        }
     }
 }
 

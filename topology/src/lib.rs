@@ -484,6 +484,53 @@ impl Topology {
         }
     }
 
+    /// Drops the state's parts one at a time, calling `dropped(name)` after each, so that a
+    /// counting allocator tells what each part held (`checkpoint_bench --parts`). The state is
+    /// empty afterwards.
+    #[doc(hidden)]
+    pub fn release_parts(&mut self, mut dropped: impl FnMut(&'static str)) {
+        let empty = Topology::new(self.cfg.clone()).state;
+        dropped("(an empty state, made first)");
+        let State {
+            exact,
+            near,
+            similar,
+            identical,
+            mirrors,
+            hints,
+            inlinks,
+            evolution,
+            collections,
+            rps,
+            history,
+            window,
+            members,
+            ..
+        } = std::mem::replace(&mut self.state, empty);
+        drop(exact);
+        dropped("exact-duplicate groups");
+        drop(near);
+        dropped("sketch index (pairs included)");
+        drop(similar);
+        dropped("very_similar clusters");
+        drop(identical);
+        dropped("virtually_identical clusters");
+        drop(mirrors);
+        dropped("mirrors");
+        drop(hints);
+        dropped("crawl hints");
+        drop(inlinks);
+        dropped("in-links");
+        drop(evolution);
+        dropped("evolution");
+        drop(collections);
+        dropped("collections");
+        drop((rps, window, members));
+        dropped("RP signatures, stage window, members");
+        drop(history);
+        dropped("change history");
+    }
+
     /// A topology with empty state that runs one part of a split topology.
     pub fn with_role(cfg: Config, role: Role) -> Result<Self, RoleError> {
         if role != Role::All {
