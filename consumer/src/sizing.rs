@@ -5,8 +5,9 @@
 //! (4 GiB) the default budget would be reached only after the container had been killed for
 //! lack of memory, and killed again after each restart, as the state it restores is as large.
 //! Measured on the benchmark's crawls (`checkpoint_bench`, which counts the live heap of the
-//! whole topology state), a windowed page holds 2.6-2.8 KB (3.1-3.4 KB with collections); with
-//! the allocator's own overhead, [`BYTES_PER_PAGE`] is the estimate used here.
+//! whole topology state), a windowed page holds 2.2-2.3 KB (2.7-2.8 KB with collections; 2.6-2.8
+//! and 3.1-3.4 KB before the twenty-second session); with the allocator's own overhead,
+//! [`BYTES_PER_PAGE`] is the estimate used here, kept at what it was (its margin grew).
 //!
 //! When the process runs under a memory limit (a cgroup's, as in a container), `neardup run`
 //! warns at start if the budget, at its fullest, would need more than the limit, and says which
