@@ -66,6 +66,11 @@ fn replay_of_a_gzip_file_matches_the_topology_and_is_deterministic() {
         summary.contains(&format!("dead letters    {:>10}", sample.bad_records.len())),
         "{summary}"
     );
+    // The thresholds the pairs were judged by, as the run logs them at start.
+    assert!(
+        summary.contains(&format!("  {}\n", Config::default().near.describe())),
+        "{summary}"
+    );
 
     let want = replay_records(&sample.records, Config::default(), |i| Source::File {
         file: file.clone(),
@@ -377,6 +382,11 @@ fn a_run_whose_page_budget_does_not_fit_its_memory_limit_says_so() {
         "{default_budget}"
     );
     assert!(fitting.contains("consuming"), "{fitting}");
+    // The thresholds in effect, logged before the run starts consuming.
+    assert!(
+        fitting.contains(&Config::default().near.describe()),
+        "{fitting}"
+    );
     assert!(!fitting.contains("page budget"), "{fitting}");
 }
 

@@ -613,6 +613,16 @@ pub async fn run(
     consumer
         .subscribe(&[&opts.input_topic])
         .with_context(|| format!("cannot subscribe to {}", opts.input_topic))?;
+    // The thresholds in effect, where pairs are verified (STYLE: print the effective
+    // thresholds, the band S-curve among them, at start-up).
+    let verifies = match opts.stage {
+        Stage::All | Stage::Verify => true,
+        Stage::Index => key_shards == 0,
+        Stage::Sign | Stage::Shard | Stage::Cluster | Stage::Mirror => false,
+    };
+    if verifies {
+        info!("{}", topo.config().near.describe());
+    }
     info!(topic = %opts.input_topic, group = %opts.group, brokers = %opts.brokers, "consuming");
     let mut checkpoint_tick = tokio::time::interval_at(
         tokio::time::Instant::now() + opts.checkpoint_interval,

@@ -517,6 +517,7 @@ impl Replayer {
             ));
         }
         summary.push_str(&crate::summary::sign_cache(&self.sign_cache.stats()));
+        summary.push_str(&format!("  {}\n", topo.config().near.describe()));
         summary.push_str(notes);
         summary.push_str(&format!(
             "  report: {} (and report.json)\n",

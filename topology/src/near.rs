@@ -406,6 +406,19 @@ pub fn compare_sited(
     }
 }
 
+/// The similarities at which [`NearConfig::describe`] gives the band S-curve.
+pub const CURVE_POINTS: [f64; 5] = [0.5, 0.6, 0.7, 0.8, 0.9];
+
+/// The probability that two pages of Jaccard similarity `j` share at least one of the
+/// [`BANDS`] bands, and so become a candidate pair: a min-value byte agrees with probability
+/// `j + (1 − j)/256` (its min-values agree, or their kept bytes do by chance), a band when its
+/// [`BAND_ROWS`] bytes do. Before the hot-bucket cut and the skipped boilerplate bands, which
+/// only the crawl decides.
+pub fn band_candidate_probability(j: f64) -> f64 {
+    let byte = j + (1.0 - j) / 256.0;
+    1.0 - (1.0 - byte.powi(BAND_ROWS as i32)).powi(BANDS as i32)
+}
+
 impl NearConfig {
     /// The policy's verdict on a comparison: the pair's level, or `None` if it is no pair.
     /// `naming`: how the two URLs relate (see [`url_name`]).
@@ -440,6 +453,51 @@ impl NearConfig {
         } else {
             PairLevel::VerySimilar
         })
+    }
+
+    /// The policy's thresholds and how candidates are found, in one line, for the log at
+    /// start-up: what a pair must reach to be reported, and, for the policies that search the
+    /// band tables, the S-curve of [`band_candidate_probability`].
+    pub fn describe(&self) -> String {
+        let bands = || {
+            let curve: Vec<String> = CURVE_POINTS
+                .iter()
+                .map(|&j| format!("{j}: {:.3}", band_candidate_probability(j)))
+                .collect();
+            format!(
+                "candidates from {BANDS} bands of {BAND_ROWS} min-values and equal checksums; a pair of Jaccard similarity J shares a band with probability {}",
+                curve.join(", ")
+            )
+        };
+        let pieces = format!(
+            "candidates from {PIECES} simhash pieces of {} bits and equal checksums: every pair differing in at most {} bits shares a piece",
+            384 / PIECES,
+            PIECES - 1
+        );
+        match self.policy {
+            Policy::AlgB => format!(
+                "pair policy b (Alg. B): a pair holds with >= 2 of {SUPERSHINGLES} supershingles agreeing; {}",
+                bands()
+            ),
+            Policy::AlgC => format!(
+                "pair policy c (Alg. C): a pair holds with >= 372 of 384 simhash bits agreeing; {pieces}"
+            ),
+            Policy::Combined => format!(
+                "pair policy combined: a pair holds with >= 2 of {SUPERSHINGLES} supershingles and >= 355 of 384 simhash bits agreeing; {}",
+                bands()
+            ),
+            Policy::Neardup => format!(
+                "pair policy neardup: a pair holds with equal normalised text, or a Jaccard similarity without the sites' boilerplate of >= {} (URLs ending in different names: {}; different names on one site: {}; different titles: {}{}) on >= {} min-values, and >= {} of 384 simhash bits agreeing; {}",
+                self.min_jaccard,
+                self.min_jaccard_renamed,
+                self.min_jaccard_renamed_on_site,
+                self.min_jaccard_retitled,
+                if self.titles { "" } else { ", titles not compared" },
+                self.min_support,
+                self.min_c_similarity,
+                bands()
+            ),
+        }
     }
 
     /// The default policy's minimum discounted Jaccard for pages related as `naming`.
@@ -2344,6 +2402,85 @@ mod tests {
             };
             proptest::prop_assert_eq!(url_name(&url), want);
         }
+    }
+
+    /// Golden points of the band S-curve, worked out by hand: at J = 0.6 a byte agrees with
+    /// probability 0.6 + 0.4/256, a band with its fourth power (0.1311), and one of 21 bands with
+    /// 1 − (1 − 0.1311)^21.
+    #[test]
+    fn the_band_curve_is_the_b_bit_s_curve() {
+        let byte: f64 = 0.6 + 0.4 / 256.0;
+        let expected = 1.0 - (1.0 - byte.powi(4)).powi(21);
+        assert!((band_candidate_probability(0.6) - expected).abs() < 1e-12);
+        assert!((expected - 0.9475).abs() < 1e-3, "{expected}");
+        assert_eq!(band_candidate_probability(1.0), 1.0);
+        // Unrelated pages still agree on a byte in 256, rarely on a whole band.
+        assert!(band_candidate_probability(0.0) < 1e-7);
+        let mut last = 0.0;
+        for i in 0..=100 {
+            let p = band_candidate_probability(f64::from(i) / 100.0);
+            assert!(p >= last, "the curve falls at J = {i}%");
+            last = p;
+        }
+    }
+
+    #[test]
+    fn the_description_names_each_policys_thresholds() {
+        let cfg = NearConfig::default();
+        let d = cfg.describe();
+        assert!(d.starts_with("pair policy neardup"), "{d}");
+        for part in [
+            ">= 0.7",
+            "different names: 0.9",
+            "on one site: 0.98",
+            ">= 12 min-values",
+            ">= 330 of 384",
+            "21 bands of 4",
+            "0.6: 0.948",
+            "0.7: 0.997",
+        ] {
+            assert!(d.contains(part), "{part:?} missing from {d}");
+        }
+        let d = NearConfig {
+            titles: false,
+            min_jaccard: 0.6,
+            ..cfg.clone()
+        }
+        .describe();
+        assert!(
+            d.contains(">= 0.6 ") && d.contains("titles not compared"),
+            "{d}"
+        );
+        let c = NearConfig {
+            policy: Policy::AlgC,
+            ..cfg.clone()
+        }
+        .describe();
+        assert!(
+            c.contains(">= 372 of 384")
+                && c.contains("12 simhash pieces of 32 bits")
+                && c.contains("at most 11 bits")
+                && !c.contains("bands"),
+            "{c}"
+        );
+        let b = NearConfig {
+            policy: Policy::AlgB,
+            ..cfg.clone()
+        }
+        .describe();
+        assert!(
+            b.contains(">= 2 of 6 supershingles") && b.contains("21 bands"),
+            "{b}"
+        );
+        let comb = NearConfig {
+            policy: Policy::Combined,
+            ..cfg
+        }
+        .describe();
+        assert!(
+            comb.contains(">= 355 of 384") && comb.contains("21 bands"),
+            "{comb}"
+        );
     }
 
     #[test]
