@@ -28,7 +28,8 @@
 use crate::emit::Emitter;
 use neardup_schemas::{ClusterChangeKind, ClusterEvent, OutputKind, PairLevel};
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use crate::small::SortedSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 /// One criterion of the canonical (survivor) choice.
@@ -152,7 +153,8 @@ struct Rank {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Cluster {
     id: Arc<str>,
-    members: BTreeSet<Rank>,
+    /// Sorted by rank: the canonical member first (most clusters are small).
+    members: SortedSet<Rank>,
 }
 
 impl Cluster {
@@ -411,7 +413,7 @@ impl Clusters {
             c,
             Cluster {
                 id,
-                members: BTreeSet::new(),
+                members: SortedSet::default(),
             },
         );
         c
@@ -543,7 +545,7 @@ impl Clusters {
                 let before = self.clusters[&keep].canonical();
                 let absorbed = self.clusters.remove(&gone).expect("cluster");
                 let mut added = Vec::with_capacity(absorbed.members.len());
-                for r in &absorbed.members {
+                for r in absorbed.members.iter() {
                     self.attach(keep, r.node);
                     added.push(self.url(r.node));
                 }

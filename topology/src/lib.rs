@@ -42,6 +42,7 @@ mod signed;
 pub mod signer;
 pub mod site;
 pub mod sketch;
+mod small;
 #[cfg(test)]
 mod testutil;
 pub mod text;

@@ -30,8 +30,9 @@
 //! falls below.
 
 use crate::emit::Emitter;
+use crate::small::SortedMap;
 use neardup_schemas::{MirrorEvent, MirrorState};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Parameters.
@@ -92,129 +93,10 @@ struct SelfCopy {
 
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct ClusterState {
-    /// Members by host, each host's URLs sorted.
-    by_host: HostMembers,
+    /// Members by host, each host's URLs sorted (most clusters span a few hosts).
+    by_host: SortedMap<Host, Vec<Arc<str>>>,
     pairs: Vec<Contribution>,
     copies: Vec<SelfCopy>,
-}
-
-/// A cluster's members by host, sorted by host. Most clusters span a few hosts, kept in a
-/// sorted vector (a `BTreeMap` allocated a node of 11 entries, 448 bytes, for each cluster);
-/// a cluster over more than [`HostMembers::FEW`] hosts (190 parked domains serving one page)
-/// moves to a `BTreeMap`, so that a host joining stays O(log n). Encoded as the map it stands
-/// for, so checkpoints read the same either way.
-#[derive(Debug)]
-enum HostMembers {
-    Few(Vec<(Host, Vec<Arc<str>>)>),
-    Many(BTreeMap<Host, Vec<Arc<str>>>),
-}
-
-impl Default for HostMembers {
-    fn default() -> Self {
-        HostMembers::Few(Vec::new())
-    }
-}
-
-impl HostMembers {
-    /// The most hosts kept in the vector.
-    const FEW: usize = 32;
-
-    fn find(few: &[(Host, Vec<Arc<str>>)], host: &str) -> Result<usize, usize> {
-        few.binary_search_by(|(h, _)| (**h).cmp(host))
-    }
-
-    fn get_mut(&mut self, host: &str) -> Option<&mut Vec<Arc<str>>> {
-        match self {
-            HostMembers::Few(few) => {
-                let i = Self::find(few, host).ok()?;
-                Some(&mut few[i].1)
-            }
-            HostMembers::Many(map) => map.get_mut(host),
-        }
-    }
-
-    /// `host`'s URLs, an empty list added if it has none.
-    fn entry(&mut self, host: Host) -> &mut Vec<Arc<str>> {
-        if let HostMembers::Few(few) = self {
-            if few.len() >= Self::FEW && Self::find(few, &host).is_err() {
-                *self = HostMembers::Many(std::mem::take(few).into_iter().collect());
-            }
-        }
-        match self {
-            HostMembers::Few(few) => {
-                let i = match Self::find(few, &host) {
-                    Ok(i) => i,
-                    Err(i) => {
-                        few.insert(i, (host, Vec::new()));
-                        i
-                    }
-                };
-                &mut few[i].1
-            }
-            HostMembers::Many(map) => map.entry(host).or_default(),
-        }
-    }
-
-    fn remove(&mut self, host: &str) {
-        match self {
-            HostMembers::Few(few) => {
-                if let Ok(i) = Self::find(few, host) {
-                    few.remove(i);
-                }
-            }
-            HostMembers::Many(map) => {
-                map.remove(host);
-                // Back to the vector well below the bound, so that a cluster around it does
-                // not move to and fro.
-                if map.len() <= Self::FEW / 2 {
-                    *self = HostMembers::Few(std::mem::take(map).into_iter().collect());
-                }
-            }
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            HostMembers::Few(few) => few.len(),
-            HostMembers::Many(map) => map.len(),
-        }
-    }
-
-    /// The hosts and their URLs, in host order.
-    fn iter(&self) -> impl Iterator<Item = (&Host, &Vec<Arc<str>>)> {
-        let (few, many) = match self {
-            HostMembers::Few(few) => (Some(few), None),
-            HostMembers::Many(map) => (None, Some(map)),
-        };
-        let few = few.into_iter().flatten().map(|(h, urls)| (h, urls));
-        few.chain(many.into_iter().flatten())
-    }
-}
-
-impl serde::Serialize for HostMembers {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        // Not `collect_map`: a chained iterator does not know its length, which postcard needs.
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(Some(self.len()))?;
-        for (host, urls) in self.iter() {
-            map.serialize_entry(host, urls)?;
-        }
-        map.end()
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for HostMembers {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let map = BTreeMap::<Host, Vec<Arc<str>>>::deserialize(d)?;
-        Ok(match map.len() > Self::FEW {
-            true => HostMembers::Many(map),
-            false => HostMembers::Few(map.into_iter().collect()),
-        })
-    }
 }
 
 /// The mirror stage.
@@ -335,7 +217,8 @@ impl Mirrors {
                 touched.push(c);
             }
             if let Some(c) = m.to {
-                let list = self.clusters.entry(c).or_default().by_host.entry(host);
+                let by_host = &mut self.clusters.entry(c).or_default().by_host;
+                let list = by_host.entry(host, Vec::new);
                 if let Err(i) = list.binary_search(&m.url) {
                     list.insert(i, m.url.clone());
                 }
@@ -579,63 +462,6 @@ fn contributions(st: &ClusterState, max_hosts: usize) -> (Vec<Contribution>, Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// `HostMembers` against the `BTreeMap` it stands for, over random additions and
-        /// removals of hosts, across its bound and back: the same hosts in the same order, and
-        /// the same checkpoint bytes.
-        #[test]
-        fn host_members_behave_and_encode_as_a_map(ops in proptest::collection::vec((0u8..5, 0u8..48), 0..300)) {
-            let mut members = HostMembers::default();
-            let mut model = BTreeMap::<Host, Vec<Arc<str>>>::new();
-            for (i, (op, h)) in ops.into_iter().enumerate() {
-                let host: Host = Arc::from(format!("h{h}.example"));
-                let url: Arc<str> = Arc::from(format!("http://h{h}.example/{i}"));
-                match op {
-                    0..=2 => {
-                        members.entry(host.clone()).push(url.clone());
-                        model.entry(host).or_default().push(url);
-                    }
-                    3 => {
-                        members.remove(&host);
-                        model.remove(&host);
-                    }
-                    _ => prop_assert_eq!(members.get_mut(&host).cloned(), model.get(&host).cloned()),
-                }
-                prop_assert_eq!(members.len(), model.len());
-                prop_assert_eq!(members.is_empty(), model.is_empty());
-                let listed: Vec<_> = members.iter().collect();
-                prop_assert_eq!(listed, model.iter().collect::<Vec<_>>());
-                let bytes = postcard::to_allocvec(&members).unwrap();
-                prop_assert_eq!(&bytes, &postcard::to_allocvec(&model).unwrap());
-                let back: HostMembers = postcard::from_bytes(&bytes).unwrap();
-                prop_assert_eq!(back.iter().collect::<Vec<_>>(), model.iter().collect::<Vec<_>>());
-            }
-        }
-    }
-
-    /// A cluster's hosts move to a map past `FEW` and back to the vector at half of it.
-    #[test]
-    fn host_members_change_form_at_their_bounds() {
-        let mut m = HostMembers::default();
-        let host = |i: usize| -> Host { Arc::from(format!("h{i:03}.example")) };
-        for i in 0..HostMembers::FEW {
-            m.entry(host(i));
-        }
-        assert!(matches!(m, HostMembers::Few(_)));
-        m.entry(host(0));
-        assert!(matches!(m, HostMembers::Few(_)), "a host held already");
-        m.entry(host(HostMembers::FEW));
-        assert!(matches!(m, HostMembers::Many(_)));
-        for i in 0..=HostMembers::FEW / 2 {
-            m.remove(&host(i));
-        }
-        assert!(matches!(m, HostMembers::Few(_)));
-        assert_eq!(m.len(), HostMembers::FEW / 2);
-        let hosts: Vec<&Host> = m.iter().map(|(h, _)| h).collect();
-        assert!(hosts.windows(2).all(|w| w[0] < w[1]), "{hosts:?}");
-    }
 
     /// Hosts not fetched since the horizon are forgotten once the map has doubled; a host
     /// fetched again since (under another address too) keeps its newest address.
