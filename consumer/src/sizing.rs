@@ -5,7 +5,7 @@
 //! (4 GiB) the default budget would be reached only after the container had been killed for
 //! lack of memory, and killed again after each restart, as the state it restores is as large.
 //! Measured on the benchmark's crawls (`checkpoint_bench`, which counts the live heap of the
-//! whole topology state), a windowed page holds 2.2-2.3 KB (2.7-2.8 KB with collections; 2.6-2.8
+//! whole topology state), a windowed page holds about 2.1 KB (2.5-2.7 KB with collections; 2.6-2.8
 //! and 3.1-3.4 KB before the twenty-second session); with the allocator's own overhead,
 //! [`BYTES_PER_PAGE`] is the estimate used here, kept at what it was (its margin grew).
 //!
