@@ -2451,11 +2451,14 @@ mod tests {
             d.contains(">= 0.6 ") && d.contains("titles not compared"),
             "{d}"
         );
-        let c = NearConfig {
-            policy: Policy::AlgC,
-            ..cfg.clone()
-        }
-        .describe();
+        let of = |policy| {
+            NearConfig {
+                policy,
+                ..cfg.clone()
+            }
+            .describe()
+        };
+        let c = of(Policy::AlgC);
         assert!(
             c.contains(">= 372 of 384")
                 && c.contains("12 simhash pieces of 32 bits")
@@ -2463,20 +2466,12 @@ mod tests {
                 && !c.contains("bands"),
             "{c}"
         );
-        let b = NearConfig {
-            policy: Policy::AlgB,
-            ..cfg.clone()
-        }
-        .describe();
+        let b = of(Policy::AlgB);
         assert!(
             b.contains(">= 2 of 6 supershingles") && b.contains("21 bands"),
             "{b}"
         );
-        let comb = NearConfig {
-            policy: Policy::Combined,
-            ..cfg
-        }
-        .describe();
+        let comb = of(Policy::Combined);
         assert!(
             comb.contains(">= 355 of 384") && comb.contains("21 bands"),
             "{comb}"
