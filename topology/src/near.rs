@@ -94,6 +94,12 @@ pub const BAND_ROWS: usize = 4;
 /// Bands over the 84 min-values.
 pub const BANDS: usize = MINVALUES / BAND_ROWS;
 const PIECES: usize = simhash::PIECES;
+/// Alg. B (FMN): a pair is B-similar when at least this many supershingles agree.
+const B_SIMILAR: u8 = 2;
+/// Alg. C (Henzinger): the C-similarity a pair needs alone.
+const ALG_C_MIN: u16 = 372;
+/// Henzinger's combined algorithm: the C-similarity a B-similar pair needs.
+const COMBINED_MIN_C: u16 = 355;
 const CHECKSUM_TABLE: u32 = 255;
 const PIECE_TABLE_BASE: u32 = 64;
 const MAX_KEYS: usize = 1 + BANDS + PIECES;
@@ -436,9 +442,9 @@ impl NearConfig {
             return None;
         }
         let holds = match self.policy {
-            Policy::AlgB => c.b_similarity >= 2,
-            Policy::AlgC => c.c_similarity >= 372,
-            Policy::Combined => c.b_similarity >= 2 && c.c_similarity >= 355,
+            Policy::AlgB => c.b_similarity >= B_SIMILAR,
+            Policy::AlgC => c.c_similarity >= ALG_C_MIN,
+            Policy::Combined => c.b_similarity >= B_SIMILAR && c.c_similarity >= COMBINED_MIN_C,
             Policy::Neardup => {
                 let min_jaccard = self.min_jaccard_for(naming);
                 c.same_text
@@ -469,25 +475,26 @@ impl NearConfig {
                 curve.join(", ")
             )
         };
+        const BITS: usize = simhash::BITS;
         let pieces = format!(
             "candidates from {PIECES} simhash pieces of {} bits and equal checksums: every pair differing in at most {} bits shares a piece",
-            384 / PIECES,
+            BITS / PIECES,
             PIECES - 1
         );
         match self.policy {
             Policy::AlgB => format!(
-                "pair policy b (Alg. B): a pair holds with >= 2 of {SUPERSHINGLES} supershingles agreeing; {}",
+                "pair policy b (Alg. B): a pair holds with >= {B_SIMILAR} of {SUPERSHINGLES} supershingles agreeing; {}",
                 bands()
             ),
             Policy::AlgC => format!(
-                "pair policy c (Alg. C): a pair holds with >= 372 of 384 simhash bits agreeing; {pieces}"
+                "pair policy c (Alg. C): a pair holds with >= {ALG_C_MIN} of {BITS} simhash bits agreeing; {pieces}"
             ),
             Policy::Combined => format!(
-                "pair policy combined: a pair holds with >= 2 of {SUPERSHINGLES} supershingles and >= 355 of 384 simhash bits agreeing; {}",
+                "pair policy combined: a pair holds with >= {B_SIMILAR} of {SUPERSHINGLES} supershingles and >= {COMBINED_MIN_C} of {BITS} simhash bits agreeing; {}",
                 bands()
             ),
             Policy::Neardup => format!(
-                "pair policy neardup: a pair holds with equal normalised text, or a Jaccard similarity without the sites' boilerplate of >= {} (URLs ending in different names: {}; different names on one site: {}; different titles: {}{}) on >= {} min-values, and >= {} of 384 simhash bits agreeing; {}",
+                "pair policy neardup: a pair holds with equal normalised text, or a Jaccard similarity without the sites' boilerplate of >= {} (URLs ending in different names: {}; different names on one site: {}; different titles: {}{}) on >= {} min-values, and >= {} of {BITS} simhash bits agreeing; {}",
                 self.min_jaccard,
                 self.min_jaccard_renamed,
                 self.min_jaccard_renamed_on_site,
