@@ -130,13 +130,27 @@ impl<K: Ord, V> SortedMap<K, V> {
 
 impl<K: Ord + serde::Serialize, V: serde::Serialize> serde::Serialize for SortedMap<K, V> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        // Not `collect_map`: a chained iterator does not know its length, which postcard needs.
-        let mut map = s.serialize_map(Some(self.len()))?;
-        for (k, v) in self.iter() {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
+        serialize_map(s, self.len(), self.iter())
     }
+}
+
+/// Writes `len` entries as a map. Not `collect_map`: a chained iterator (an enum's variants
+/// chained, as here) does not know its length, which postcard needs.
+pub(crate) fn serialize_map<'a, S, K, V>(
+    s: S,
+    len: usize,
+    entries: impl Iterator<Item = (&'a K, &'a V)>,
+) -> Result<S::Ok, S::Error>
+where
+    S: serde::Serializer,
+    K: serde::Serialize + 'a,
+    V: serde::Serialize + 'a,
+{
+    let mut map = s.serialize_map(Some(len))?;
+    for (k, v) in entries {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
 }
 
 impl<'de, K, V> serde::Deserialize<'de> for SortedMap<K, V>
