@@ -3,7 +3,7 @@
 //! restart without a checkpoint does), all measured in the same run.
 //!
 //! ```text
-//! cargo run --release -p neardup-topology --example checkpoint_bench -- EVENTS.jsonl [--reps R] [--no-collections]
+//! cargo run --release -p neardup-topology --example checkpoint_bench -- EVENTS.jsonl [--reps R] [--no-collections] [--parts]
 //! ```
 //!
 //! The whole file is processed (default configuration, collections on unless
@@ -12,7 +12,9 @@
 //! file write and read. It also prints the live heap the state holds (every window, pair store,
 //! cluster level, history and index of the topology, URLs included), counted by a global
 //! allocator that counts bytes asked for and given back (`stats_alloc`): what a deployment's
-//! memory grows by per windowed page, before the allocator's own overhead.
+//! memory grows by per windowed page, before the allocator's own overhead; and the live heap of
+//! the state restored from the checkpoint, which is what a restarted process holds. `--parts`
+//! drops the parts of both states one at a time and prints what each held.
 
 use neardup_schemas::Source;
 use neardup_topology::{checkpoint, Config, Topology};
@@ -33,7 +35,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = |what: &str| -> ! {
-        eprintln!("checkpoint_bench: {what}\nusage: checkpoint_bench EVENTS.jsonl [--reps R] [--no-collections]");
+        eprintln!("checkpoint_bench: {what}\nusage: checkpoint_bench EVENTS.jsonl [--reps R] [--no-collections] [--parts]");
         std::process::exit(2)
     };
     let Some(path) = args.first().filter(|a| !a.starts_with('-')) else {
@@ -78,15 +80,21 @@ fn main() {
 
     let (mut writes, mut restores) = (vec![], vec![]);
     let mut size = 0;
+    let mut restored_heap = 0i64;
+    let mut last_restored = None;
     for _ in 0..reps {
         let t = Instant::now();
         let bytes = checkpoint::write(&topo, "bench", &offsets);
         writes.push(t.elapsed().as_secs_f64());
         size = bytes.len();
+        let region = Region::new(GLOBAL);
         let t = Instant::now();
         let (restored, _) = checkpoint::restore(cfg.clone(), "bench", &bytes).expect("restores");
         restores.push(t.elapsed().as_secs_f64());
+        let change = region.change();
+        restored_heap = change.bytes_allocated as i64 - change.bytes_deallocated as i64;
         assert_eq!(restored.near_stats().pages, pages);
+        last_restored = Some(restored);
     }
     let (w, r) = (median(writes), median(restores));
     println!("records                 {}", lines.len());
@@ -98,6 +106,11 @@ fn main() {
         "live heap of the state  {:.1} MiB, {:.0} bytes per windowed page",
         heap as f64 / (1 << 20) as f64,
         heap as f64 / pages.max(1) as f64
+    );
+    println!(
+        "  restored from a checkpoint: {:.1} MiB, {:.0} bytes per windowed page",
+        restored_heap as f64 / (1 << 20) as f64,
+        restored_heap as f64 / pages.max(1) as f64
     );
     println!(
         "checkpoint size         {:.1} MiB, {:.0} bytes per windowed page",
@@ -112,6 +125,25 @@ fn main() {
         r / rebuild
     );
     if args.iter().any(|a| a == "--parts") {
+        parts("the state built by reading", topo);
+        if let Some(restored) = last_restored {
+            parts("the state restored from its checkpoint", restored);
+        }
+    }
+}
+
+/// Drops the parts of `topo` one at a time, printing the live heap each held (and first the
+/// sketch index's own accounting of its parts).
+fn parts(what: &str, mut topo: Topology) {
+    println!("{what}, part by part:");
+    let pages = topo.near_stats().pages;
+    for (name, bytes) in topo.near_memory_parts() {
+        println!(
+            "    index: {name:<33} {:>6.0} B/page",
+            bytes as f64 / pages.max(1) as f64
+        );
+    }
+    {
         let mut last = GLOBAL.stats();
         topo.release_parts(|name| {
             let now = GLOBAL.stats();

@@ -228,6 +228,26 @@ pub struct ClusterInfo {
 }
 
 impl Clusters {
+    /// After a restore: gives back the node array's room beyond its length and makes every
+    /// URL and cluster id the pool's copy ([`crate::intern`]).
+    pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
+        self.nodes.shrink_to_fit();
+        self.free_nodes.shrink_to_fit();
+        for node in &mut self.nodes {
+            pool.share(&mut node.url);
+        }
+        pool.share_keys(&mut self.by_url);
+        for cluster in self.clusters.values_mut() {
+            pool.share(&mut cluster.id);
+        }
+    }
+
+    /// Every URL held, as often as held.
+    #[cfg(test)]
+    pub(crate) fn url_copies(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.nodes.iter().map(|n| &n.url).chain(self.by_url.keys())
+    }
+
     /// Empty clusters of `level`, with the default survivor policy.
     pub fn new(level: PairLevel) -> Self {
         Self::with_policy(level, CanonicalPolicy::default())

@@ -193,6 +193,34 @@ impl ExactIndex {
         }
     }
 
+    /// After a restore: makes every URL the pool's copy ([`crate::intern`]).
+    pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
+        pool.share_keys(&mut self.by_url);
+        for group in self.groups.values_mut() {
+            match &mut group.members {
+                Members::Empty => {}
+                Members::One(url, _) => pool.share(url),
+                Members::Many(members) => pool.share_ordered_keys(members),
+            }
+            if let Some(url) = &mut group.canonical {
+                pool.share(url);
+            }
+        }
+        self.expiry.fit_restored(pool);
+    }
+
+    /// Every URL held, as often as held.
+    #[cfg(test)]
+    pub(crate) fn url_copies(&self) -> impl Iterator<Item = &Arc<str>> {
+        let members = self.groups.values().flat_map(|g| {
+            g.members
+                .iter()
+                .map(|(url, _)| url)
+                .chain(g.canonical.as_ref())
+        });
+        self.by_url.keys().chain(members).chain(self.expiry.keys())
+    }
+
     /// The index's counters.
     pub fn stats(&self) -> ExactStats {
         ExactStats {

@@ -29,6 +29,18 @@ pub struct Hints {
     stats: HintStats,
 }
 
+impl Hints {
+    /// After a restore: makes every URL and cluster id the pool's copy ([`crate::intern`]).
+    pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
+        pool.share_keys(&mut self.last);
+        for (canonical, id) in self.last.values_mut() {
+            pool.share(canonical);
+            pool.share(id);
+        }
+        pool.share_values(&mut self.canonical);
+    }
+}
+
 /// Counters.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HintStats {

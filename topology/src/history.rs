@@ -56,6 +56,18 @@ impl History {
         }
     }
 
+    /// After a restore: makes every URL the pool's copy ([`crate::intern`]).
+    pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
+        pool.share_keys(&mut self.by_url);
+        self.expiry.fit_restored(pool);
+    }
+
+    /// Every URL held, as often as held.
+    #[cfg(test)]
+    pub(crate) fn url_copies(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.by_url.keys().chain(self.expiry.keys())
+    }
+
     /// URLs held.
     pub fn len(&self) -> usize {
         self.by_url.len()

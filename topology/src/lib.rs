@@ -32,6 +32,7 @@ pub mod hash;
 pub mod hints;
 pub mod history;
 pub mod inlinks;
+mod intern;
 pub mod mirrors;
 mod multimap;
 pub mod near;
@@ -570,6 +571,22 @@ impl Topology {
 
     /// Rebuilds what a checkpoint leaves out.
     pub(crate) fn after_restore(&mut self) {
+        // One copy of each URL for all the parts, as they held it before ([`intern`]); the
+        // index first, as it holds the most.
+        let mut pool = intern::UrlPool::default();
+        let s = &mut self.state;
+        s.near.fit_restored(&mut pool);
+        s.exact.fit_restored(&mut pool);
+        s.history.fit_restored(&mut pool);
+        s.similar.fit_restored(&mut pool);
+        s.identical.fit_restored(&mut pool);
+        s.hints.fit_restored(&mut pool);
+        pool.share_keys(&mut s.rps);
+        pool.share_set(&mut s.window);
+        for members in s.members.values_mut() {
+            pool.share_ordered_set(members);
+        }
+        drop(pool);
         self.state.near.after_restore();
         if let Some(s) = &mut self.state.sequencer {
             s.after_restore();
@@ -597,6 +614,12 @@ impl Topology {
     /// The exact-duplicate index's counters.
     pub fn exact_stats(&self) -> exact::ExactStats {
         self.state.exact.stats()
+    }
+
+    /// The sketch index's memory by its own accounting ([`near::NearIndex::memory_parts`]).
+    #[doc(hidden)]
+    pub fn near_memory_parts(&self) -> [(&'static str, usize); 8] {
+        self.state.near.memory_parts()
     }
 
     /// The sketch index's counters (in an index stage split by key, its window's).
@@ -2046,6 +2069,77 @@ mod tests {
             &mut out,
         );
         assert_eq!(canonical_of(&topo, a), a);
+    }
+
+    /// Each URL's copies in the sketch index, the exact groups, the change history and the
+    /// clusters: their allocations by string.
+    fn url_copies(topo: &Topology) -> BTreeMap<String, BTreeSet<usize>> {
+        let s = &topo.state;
+        let mut copies: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+        let all = (s.near.url_copies())
+            .chain(s.exact.url_copies())
+            .chain(s.history.url_copies())
+            .chain(s.similar.url_copies())
+            .chain(s.identical.url_copies());
+        for url in all {
+            let at = Arc::as_ptr(url) as *const u8 as usize;
+            copies.entry(url.to_string()).or_default().insert(at);
+        }
+        copies
+    }
+
+    /// After a restore the parts share one copy of each URL, where reading the checkpoint made
+    /// one for every place that held it (`tests/checkpoint.rs` shows that the restored state
+    /// goes on as the one written).
+    #[test]
+    fn a_restored_state_holds_one_copy_of_each_url() {
+        let t0 = 1_793_577_600_000;
+        let doc: String = (0..200).map(|i| format!("word{i} ")).collect();
+        let other: String = (0..200).map(|i| format!("other{i} ")).collect();
+        let src = Source::File {
+            file: "t".into(),
+            line: 1,
+        };
+        let mut lines = Vec::new();
+        for (n, host) in ["a", "b", "c", "d"].iter().enumerate() {
+            let body = format!("<p>{doc}</p>");
+            lines.push(envelope(
+                &format!("http://{host}.example/doc.html"),
+                t0 + n as i64 * 1000,
+                200,
+                None,
+                Some(Body::Text(body)),
+            ));
+        }
+        lines.push(envelope(
+            "http://e.example/other.html",
+            t0 + 9000,
+            200,
+            None,
+            Some(Body::Text(format!("<p>{other}</p>"))),
+        ));
+        let mut topo = Topology::new(Config::default());
+        let mut out = Vec::new();
+        for line in &lines {
+            topo.process(line, &src, &mut out);
+        }
+        let offsets = BTreeMap::from([(0, lines.len() as i64)]);
+        let bytes = checkpoint::write(&topo, "t", &offsets);
+        let (restored, _) = checkpoint::restore(Config::default(), "t", &bytes).expect("restores");
+        let copies = url_copies(&restored);
+        assert_eq!(copies.len(), 5, "{copies:?}");
+        // The four copies of the page are in the exact groups and both cluster levels too.
+        assert!(copies.values().all(|at| at.len() == 1), "{copies:?}");
+        assert_eq!(
+            url_copies(&topo).keys().collect::<Vec<_>>(),
+            copies.keys().collect::<Vec<_>>()
+        );
+        // The same state: a checkpoint of the same size (maps with per-process hash seeds list
+        // their entries in another order).
+        assert_eq!(
+            checkpoint::write(&restored, "t", &offsets).len(),
+            bytes.len()
+        );
     }
 
     /// The windows move with the slowest input partition: a copy that a lagging partition

@@ -458,6 +458,16 @@ impl MultiMap {
         buckets
     }
 
+    /// Gives back the room its arrays have beyond their lengths: after a restore, where
+    /// reading an array grows it by doubling (the entries up to twice their number).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.map.entries.shrink_to_fit();
+        let l = &mut self.lists;
+        l.pages.shrink_to_fit();
+        l.heads.shrink_to_fit();
+        l.free_heads.shrink_to_fit();
+    }
+
     /// Bytes held by the map's entries and by the lists.
     pub(crate) fn bytes(&self) -> (usize, usize) {
         (self.map.bytes(), self.lists.bytes())

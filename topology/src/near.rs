@@ -1376,6 +1376,32 @@ impl NearIndex {
             .restore_urls(pages.len(), |s| pages[s as usize].as_ref().map(|p| &*p.url));
     }
 
+    /// After a restore: gives back the room that reading the arrays left beyond their lengths
+    /// (doubling as they grew, up to twice their size: the page records took 394 bytes per page
+    /// instead of 208 on the medium crawl), and makes the records' URLs the pool's copies.
+    pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
+        self.pages.shrink_to_fit();
+        self.slots.shrink_to_fit();
+        self.window.stamps.shrink_to_fit();
+        self.window.free.shrink_to_fit();
+        self.window.expiry.shrink_to_fit();
+        self.sites.pages.shrink_to_fit();
+        self.sites.free.shrink_to_fit();
+        for shard in &mut self.shards {
+            shard.table.shrink_to_fit();
+        }
+        self.partners.0.shrink_to_fit();
+        for page in self.pages.iter_mut().flatten() {
+            pool.share(&mut page.url);
+        }
+    }
+
+    /// The URLs of the page records.
+    #[cfg(test)]
+    pub(crate) fn url_copies(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.pages.iter().flatten().map(|p| &p.url)
+    }
+
     /// The pair changes since the last call, in the order their events were emitted.
     pub fn take_changes(&mut self) -> std::vec::Drain<'_, PairChange> {
         self.changes.drain(..)

@@ -103,6 +103,23 @@ impl<K> Expiry<K> {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+
+    /// The keys filed, in no order.
+    #[cfg(test)]
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &K> {
+        self.keys.values()
+    }
+}
+
+impl Expiry<std::sync::Arc<str>> {
+    /// After a restore: gives back the heap's room beyond its length and makes each key the
+    /// pool's copy of its URL.
+    pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
+        self.heap.shrink_to_fit();
+        for key in self.keys.values_mut() {
+            pool.share(key);
+        }
+    }
 }
 
 /// Hashes the sequence numbers of tickets: distinct integers, mixed by one multiplication.
