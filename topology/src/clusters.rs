@@ -366,11 +366,11 @@ impl Clusters {
         out
     }
 
-    fn node(&mut self, url: &str, at_ms: i64, inlinks: &dyn Fn(&str) -> u32) -> u32 {
-        if let Some(&n) = self.by_url.get(url) {
+    fn node(&mut self, url: &Arc<str>, at_ms: i64, inlinks: &dyn Fn(&str) -> u32) -> u32 {
+        if let Some(&n) = self.by_url.get(&**url) {
             return n;
         }
-        let url: Arc<str> = Arc::from(url);
+        let url = Arc::clone(url);
         let fresh = Node {
             url: url.clone(),
             first_ms: at_ms,
@@ -517,6 +517,19 @@ impl Clusters {
         &mut self,
         a: &str,
         b: &str,
+        at_ms: i64,
+        inlinks: &dyn Fn(&str) -> u32,
+        out: &mut Emitter,
+    ) {
+        self.add_pair_shared(&Arc::from(a), &Arc::from(b), at_ms, inlinks, out);
+    }
+
+    /// [`Clusters::add_pair_ranked`], keeping the URLs given (shared with the rest of the
+    /// state) for pages that enter the clustering.
+    pub(crate) fn add_pair_shared(
+        &mut self,
+        a: &Arc<str>,
+        b: &Arc<str>,
         at_ms: i64,
         inlinks: &dyn Fn(&str) -> u32,
         out: &mut Emitter,

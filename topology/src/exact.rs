@@ -20,6 +20,7 @@
 //! Crawl hints come from the near-duplicate clusters (`hints.rs`), which contain these groups.
 
 use crate::emit::Emitter;
+use crate::intern::UrlPool;
 use crate::site;
 use crate::window::{Expiry, Ticket};
 use neardup_schemas::{
@@ -269,7 +270,7 @@ impl ExactIndex {
     }
 
     /// Applies one fetch of a URL.
-    pub fn observe(&mut self, obs: &Observation<'_>, out: &mut Emitter) {
+    pub(crate) fn observe(&mut self, obs: &Observation<'_>, urls: &mut UrlPool, out: &mut Emitter) {
         if let Some(old) = self.by_url.get_mut(obs.url) {
             if Some(old.checksum) == obs.checksum {
                 // Same content again: refresh its place in the window; nothing changes.
@@ -289,7 +290,7 @@ impl ExactIndex {
             self.remove(&url, out);
         }
         if let Some(checksum) = obs.checksum {
-            self.insert(obs.url, checksum, obs.fetched_at_ms, out);
+            self.insert(urls.url(obs.url), checksum, obs.fetched_at_ms, out);
         }
     }
 
@@ -303,8 +304,7 @@ impl ExactIndex {
         }
     }
 
-    fn insert(&mut self, url: &str, checksum: u128, at_ms: i64, out: &mut Emitter) {
-        let url: Arc<str> = Arc::from(url);
+    fn insert(&mut self, url: Arc<str>, checksum: u128, at_ms: i64, out: &mut Emitter) {
         let ticket = self.expiry.insert(at_ms, url.clone());
         self.by_url
             .insert(url.clone(), UrlEntry { checksum, ticket });

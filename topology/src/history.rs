@@ -6,6 +6,7 @@
 //! probability 2^-16, so over 84 values the agreeing count is overstated by 0.0013 on average:
 //! far below the width of a change bucket (28 values).
 
+use crate::intern::UrlPool;
 use crate::sketch::change::{change_bucket, ChangeBucket};
 use crate::sketch::minhash::{BSketch, MINVALUES};
 use crate::window::{Expiry, Ticket};
@@ -113,6 +114,32 @@ impl History {
         text_hash: u128,
         b: &BSketch,
     ) -> Option<Change> {
+        self.record_with(url, at_ms, checksum, text_hash, b, |u: &str| Arc::from(u))
+    }
+
+    /// [`Self::record`], taking a new URL's string from `urls` (to share it with the other
+    /// parts of the state).
+    pub(crate) fn record_sharing(
+        &mut self,
+        url: &str,
+        at_ms: i64,
+        checksum: u128,
+        text_hash: u128,
+        b: &BSketch,
+        urls: &mut UrlPool,
+    ) -> Option<Change> {
+        self.record_with(url, at_ms, checksum, text_hash, b, |u| urls.url(u))
+    }
+
+    fn record_with(
+        &mut self,
+        url: &str,
+        at_ms: i64,
+        checksum: u128,
+        text_hash: u128,
+        b: &BSketch,
+        url_of: impl FnOnce(&str) -> Arc<str>,
+    ) -> Option<Change> {
         let mut cut = [0u16; MINVALUES];
         for (c, m) in cut.iter_mut().zip(b.minvalues.iter()) {
             *c = *m as u16;
@@ -134,7 +161,7 @@ impl History {
                 let key = self
                     .expiry
                     .remove(prev.ticket)
-                    .unwrap_or_else(|| Arc::from(url));
+                    .unwrap_or_else(|| url_of(url));
                 let change = Change {
                     previous_ms: prev.ticket.at_ms(),
                     agreeing_minvalues: agreeing,
@@ -151,7 +178,7 @@ impl History {
                 Some(change)
             }
             None => {
-                let key: Arc<str> = Arc::from(url);
+                let key = url_of(url);
                 let ticket = self.expiry.insert(at_ms, key.clone());
                 let fetch = Fetch {
                     checksum,

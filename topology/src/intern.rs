@@ -22,9 +22,33 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub(crate) struct UrlPool {
     urls: HashSet<Arc<str>, crate::hash::StrBuild>,
+    /// URLs held after the last sweep ([`Self::url`]).
+    swept: usize,
 }
 
 impl UrlPool {
+    /// The pool's copy of `url`, made if it has none. The running state takes each new URL's
+    /// string from here, so that its parts share one. The URLs that no part holds any more
+    /// leave when the pool has doubled since it last looked (amortised over the insertions).
+    pub(crate) fn url(&mut self, url: &str) -> Arc<str> {
+        if let Some(held) = self.urls.get(url) {
+            return Arc::clone(held);
+        }
+        if self.urls.len() >= 2 * self.swept.max(1024) {
+            self.urls.retain(|u| Arc::strong_count(u) > 1);
+            self.swept = self.urls.len();
+        }
+        let shared: Arc<str> = Arc::from(url);
+        self.urls.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// URLs in the pool (some may be held by no part until the next sweep).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.urls.len()
+    }
+
     /// Makes `url` the pool's copy of its string (the pool keeps `url` if it has none yet).
     pub(crate) fn share(&mut self, url: &mut Arc<str>) {
         match self.urls.get(&**url) {
@@ -99,6 +123,22 @@ impl UrlPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_running_pool_gives_one_copy_and_forgets_urls_no_one_holds() {
+        let mut pool = UrlPool::default();
+        let a = pool.url("http://a.example/");
+        assert!(Arc::ptr_eq(&a, &pool.url("http://a.example/")));
+        // Thousands of URLs that nothing keeps, then one more: the sweep leaves only `a`.
+        for n in 0..2047 {
+            drop(pool.url(&format!("http://h/{n}")));
+        }
+        assert_eq!(pool.len(), 2048);
+        let b = pool.url("http://b.example/");
+        assert_eq!(pool.len(), 2, "a, kept by its holder, and b");
+        assert!(Arc::ptr_eq(&a, &pool.url("http://a.example/")));
+        assert!(Arc::ptr_eq(&b, &pool.url("http://b.example/")));
+    }
 
     #[test]
     fn equal_urls_end_as_one_allocation_and_maps_keep_their_entries() {

@@ -399,6 +399,9 @@ struct State {
     sequencer: Option<near::Sequencer>,
     /// In a shard stage: per partition of the steps topic (the shard's number), its key shard.
     key_shards: BTreeMap<i32, ShardState>,
+    /// The URLs the parts hold, one copy each ([`intern`]; rebuilt after a restore).
+    #[serde(skip)]
+    urls: intern::UrlPool,
 }
 
 /// The part of the topology a process runs (DESIGN.md §3). The split stages together give
@@ -468,6 +471,7 @@ impl Topology {
             clock: clock::EventClock::default(),
             stats: Stats::default(),
             role: Role::All,
+            urls: intern::UrlPool::default(),
             window: Default::default(),
             members: BTreeMap::new(),
             origin_upto: BTreeMap::new(),
@@ -507,8 +511,11 @@ impl Topology {
             history,
             window,
             members,
+            urls,
             ..
         } = std::mem::replace(&mut self.state, empty);
+        drop(urls);
+        dropped("URL pool (its table; each URL goes with its last holder)");
         drop(exact);
         dropped("exact-duplicate groups");
         drop(near);
@@ -575,6 +582,7 @@ impl Topology {
         // index first, as it holds the most.
         let mut pool = intern::UrlPool::default();
         let s = &mut self.state;
+        std::mem::swap(&mut pool, &mut s.urls);
         s.near.fit_restored(&mut pool);
         s.exact.fit_restored(&mut pool);
         s.history.fit_restored(&mut pool);
@@ -586,7 +594,7 @@ impl Topology {
         for members in s.members.values_mut() {
             pool.share_ordered_set(members);
         }
-        drop(pool);
+        s.urls = pool;
         self.state.near.after_restore();
         if let Some(s) = &mut self.state.sequencer {
             s.after_restore();
@@ -794,7 +802,14 @@ impl Topology {
             let p = &sg.parts;
             self.state
                 .history
-                .record(&page.url, at_ms, p.checksum, p.text_hash, &p.b)
+                .record_sharing(
+                    &page.url,
+                    at_ms,
+                    p.checksum,
+                    p.text_hash,
+                    &p.b,
+                    &mut self.state.urls,
+                )
                 .map(|c| ChangeSinceLast {
                     previous_fetched_at: format_time(c.previous_ms),
                     agreeing_minvalues: c.agreeing_minvalues,
@@ -880,7 +895,11 @@ impl Topology {
             _ if confirmed => held = self.renew_window(&fetch),
             _ if inconclusive => {}
             Some(s) => self.steps.extend(s.observe(&fetch)),
-            None => self.state.near.observe(&fetch, &mut self.emitter),
+            None => {
+                self.state
+                    .near
+                    .observe_sharing(&fetch, &mut self.state.urls, &mut self.emitter)
+            }
         }
         // Pages the page budget evicted leave what the topology keeps of their URLs too.
         let over_budget = match &mut self.state.sequencer {
@@ -1044,6 +1063,7 @@ impl Topology {
                 checksum,
                 fetched_at_ms,
             },
+            &mut self.state.urls,
             &mut self.emitter,
         );
     }
@@ -1410,7 +1430,7 @@ impl Topology {
                 match (before, after) {
                     (false, true) => {
                         let counts = |u: &str| self.state.inlinks.as_ref().map_or(0, |l| l.of(u));
-                        clusters.add_pair_ranked(&ch.a, &ch.b, at_ms, &counts, &mut self.emitter)
+                        clusters.add_pair_shared(&ch.a, &ch.b, at_ms, &counts, &mut self.emitter)
                     }
                     (true, false) => clusters.remove_pair(&ch.a, &ch.b, &mut self.emitter),
                     _ => {}

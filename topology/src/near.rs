@@ -934,7 +934,13 @@ impl Window {
     /// ignored (counted as stale); no content removes the URL's page; the same content only
     /// moves its fetch time; new or changed content is filed (replacing the URL's previous
     /// content), then the oldest pages leave while the window is over `max_pages`.
-    fn observe(&mut self, f: &Fetch<'_>, max_pages: usize, host: &mut impl WindowHost) {
+    fn observe(
+        &mut self,
+        f: &Fetch<'_>,
+        max_pages: usize,
+        host: &mut impl WindowHost,
+        url_of: impl FnOnce(&str) -> Arc<str>,
+    ) {
         if f.fetched_at_ms < self.horizon_ms {
             self.stale += 1;
             return;
@@ -959,7 +965,7 @@ impl Window {
             }
             self.close(slot, host);
         }
-        let url: Arc<str> = Arc::from(f.url);
+        let url = url_of(f.url);
         let slot = self.free.pop().unwrap_or_else(|| {
             reserve_an_eighth(&mut self.stamps);
             self.stamps.push(Stamp::default());
@@ -1580,10 +1586,30 @@ impl NearIndex {
     /// Handles one fetch. A fetch older than the URL's entry, or already outside the window,
     /// is ignored (counted as stale).
     pub fn observe(&mut self, f: &Fetch<'_>, out: &mut Emitter) {
+        self.observe_with(f, |u: &str| Arc::from(u), out)
+    }
+
+    /// [`Self::observe`], taking a new page's URL from `urls` (to share it with the other parts
+    /// of the state).
+    pub(crate) fn observe_sharing(
+        &mut self,
+        f: &Fetch<'_>,
+        urls: &mut crate::intern::UrlPool,
+        out: &mut Emitter,
+    ) {
+        self.observe_with(f, |u| urls.url(u), out)
+    }
+
+    fn observe_with(
+        &mut self,
+        f: &Fetch<'_>,
+        url_of: impl FnOnce(&str) -> Arc<str>,
+        out: &mut Emitter,
+    ) {
         // The window is taken out while it runs, so that the index can carry out its changes.
         let mut window = std::mem::take(&mut self.window);
         let max_pages = self.cfg.max_pages;
-        window.observe(f, max_pages, &mut Lockstep { index: self, out });
+        window.observe(f, max_pages, &mut Lockstep { index: self, out }, url_of);
         self.window = window;
     }
 
@@ -1666,8 +1692,8 @@ impl NearIndex {
 
     fn emit(
         &mut self,
-        a: &str,
-        b: &str,
+        a: &Arc<str>,
+        b: &Arc<str>,
         state: PairState,
         info: &PairInfo,
         crawl_id: Option<&str>,
@@ -1677,9 +1703,10 @@ impl NearIndex {
             PairState::Detected => self.stats.detected += 1,
             PairState::Retracted => {
                 self.stats.retracted += 1;
+                // The pages' own URLs, which the clusters keep (not copies).
                 self.changes.push(PairChange {
-                    a: Arc::from(a),
-                    b: Arc::from(b),
+                    a: Arc::clone(a),
+                    b: Arc::clone(b),
                     before: Some(info.level),
                     after: None,
                 });
@@ -1687,8 +1714,8 @@ impl NearIndex {
         }
         debug_assert_eq!(info.same_site, site::same_site(a, b), "{a} {b}");
         out.emit(PairEvent::new(
-            a.to_owned(),
-            b.to_owned(),
+            a.to_string(),
+            b.to_string(),
             state,
             info.level,
             info.b,
@@ -2208,7 +2235,8 @@ impl Sequencer {
             steps: &mut self.steps,
             policy: self.cfg.policy,
         };
-        self.window.observe(f, self.cfg.max_pages, &mut host);
+        self.window
+            .observe(f, self.cfg.max_pages, &mut host, |u: &str| Arc::from(u));
         std::mem::take(&mut self.steps)
     }
 
