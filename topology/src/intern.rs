@@ -1,15 +1,20 @@
-//! One copy of each URL for the whole state after a restore.
+//! One copy of each URL for the whole state.
 //!
-//! A checkpoint writes a URL once for every place that holds it, and reading it back makes a
-//! string of each: after a restore, one URL was held in up to a dozen copies (the sketch index's
-//! record, the exact groups' map, group and expiry queue, the change history's map and queue,
-//! each cluster level, the crawl hints), where the running state shares one within each part.
-//! With the room that reading arrays leaves beyond their lengths, the restored state took 20-28 %
-//! more memory than the state it was written from (2,478 against 2,064 bytes per windowed page
-//! on the medium crawl, 3,470 against 2,705 on the large one with collections), and that is what
-//! sizing must plan for: a process restarts from its checkpoint with all of its state at once.
-//! After a restore each part now hands its URLs to a [`UrlPool`], which gives back the one copy
-//! it holds of each, for all the parts together (1,603 bytes per page on the medium crawl).
+//! Each part of the state kept its own copy of a page's URL (about 96 bytes on the benchmark
+//! crawls): the sketch index's record, the exact groups, the change history, each cluster
+//! level. The running state now takes a new URL's string from one [`UrlPool`], and pair changes
+//! carry the index's own copy to the clusters (medium crawl: 2,064 -> 1,861 bytes per windowed
+//! page).
+//!
+//! A restore needed it more. A checkpoint writes a URL once for every place that holds it, and
+//! reading it back made a string of each: up to a dozen per URL (the maps, groups and expiry
+//! queues of each part, the crawl hints). With the room that reading arrays leaves beyond their
+//! lengths, the restored state took 20-28 % more memory than the state it was written from
+//! (2,478 against 2,064 bytes per windowed page on the medium crawl, 3,470 against 2,705 on the
+//! large one with collections), and that is what sizing must plan for: a process restarts from
+//! its checkpoint with all of its state at once. After a restore each part hands its URLs to the
+//! pool, which gives back the one copy it holds of each (1,629 bytes per page on the medium
+//! crawl).
 //!
 //! A string's contents decide where it goes in every map, so exchanging it for an equal one
 //! changes nothing but the allocation.
