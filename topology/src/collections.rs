@@ -203,11 +203,11 @@ impl Collections {
         }
     }
 
-    fn id(&mut self, url: &str) -> u32 {
+    fn id(&mut self, url: &str, url_of: &mut impl FnMut(&str) -> Arc<str>) -> u32 {
         if let Some(&i) = self.ids.get(url) {
             return i;
         }
-        let a: Arc<str> = Arc::from(url);
+        let a = url_of(url);
         let i = self.names.len() as u32;
         self.names.push(a.clone());
         self.ids.insert(a, i);
@@ -216,10 +216,39 @@ impl Collections {
 
     /// A page was fetched: with content, its out-links are remembered; without, forgotten.
     pub fn fetched<'a>(&mut self, url: &str, out_links: Option<impl Iterator<Item = &'a str>>) {
-        let u = self.id(url);
+        self.fetched_with(url, out_links, &mut |u: &str| Arc::from(u));
+    }
+
+    /// [`Self::fetched`], taking new URLs from `urls` (to share them with the rest of the
+    /// state).
+    pub(crate) fn fetched_sharing<'a>(
+        &mut self,
+        url: &str,
+        out_links: Option<impl Iterator<Item = &'a str>>,
+        urls: &mut crate::intern::UrlPool,
+    ) {
+        self.fetched_with(url, out_links, &mut |u: &str| urls.url(u));
+    }
+
+    /// After a restore: makes every URL the pool's copy ([`crate::intern`]).
+    pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
+        self.names.shrink_to_fit();
+        for name in &mut self.names {
+            pool.share(name);
+        }
+        pool.share_keys(&mut self.ids);
+    }
+
+    fn fetched_with<'a>(
+        &mut self,
+        url: &str,
+        out_links: Option<impl Iterator<Item = &'a str>>,
+        url_of: &mut impl FnMut(&str) -> Arc<str>,
+    ) {
+        let u = self.id(url, url_of);
         match out_links {
             Some(links) => {
-                let mut v: Vec<u32> = links.map(|l| self.id(l)).collect();
+                let mut v: Vec<u32> = links.map(|l| self.id(l, url_of)).collect();
                 v.sort_unstable();
                 v.dedup();
                 self.links.insert(u, v.into_boxed_slice());
@@ -277,7 +306,9 @@ impl Collections {
         let mut trivial: Vec<Vec<u32>> = clusters
             .into_iter()
             .map(|members| {
-                let mut m: Vec<u32> = members.iter().map(|u| self.id(u)).collect();
+                let mut m: Vec<u32> = (members.iter())
+                    .map(|u| self.id(u, &mut |u: &str| Arc::from(u)))
+                    .collect();
                 m.sort_by(|a, b| self.names[*a as usize].cmp(&self.names[*b as usize]));
                 m
             })

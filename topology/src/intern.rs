@@ -2,9 +2,9 @@
 //!
 //! Each part of the state kept its own copy of a page's URL (about 96 bytes on the benchmark
 //! crawls): the sketch index's record, the exact groups, the change history, each cluster
-//! level. The running state now takes a new URL's string from one [`UrlPool`], and pair changes
-//! carry the index's own copy to the clusters (medium crawl: 2,064 -> 1,861 bytes per windowed
-//! page).
+//! level, the collections. The running state now takes a new URL's string from one
+//! [`UrlPool`], and pair changes carry the index's own copy to the clusters (medium crawl:
+//! 2,064 -> 1,861 bytes per windowed page).
 //!
 //! A restore needed it more. A checkpoint writes a URL once for every place that holds it, and
 //! reading it back made a string of each: up to a dozen per URL (the maps, groups and expiry

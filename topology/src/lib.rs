@@ -589,6 +589,7 @@ impl Topology {
         s.similar.fit_restored(&mut pool);
         s.identical.fit_restored(&mut pool);
         s.hints.fit_restored(&mut pool);
+        s.collections.fit_restored(&mut pool);
         pool.share_keys(&mut s.rps);
         pool.share_set(&mut s.window);
         for members in s.members.values_mut() {
@@ -1008,9 +1009,11 @@ impl Topology {
             self.state.mirrors.host_address(f.url, ip, f.fetched_at_ms);
         }
         if self.cfg.collections || self.cfg.hm_veto.is_some() {
-            self.state
-                .collections
-                .fetched(f.url, f.links.map(Links::iter));
+            self.state.collections.fetched_sharing(
+                f.url,
+                f.links.map(Links::iter),
+                &mut self.state.urls,
+            );
         }
     }
 
