@@ -280,7 +280,9 @@ impl Full {
                 let url = d.url.as_ref().map_or("", |u| u.as_str());
                 if let Some(c) =
                     self.history
-                        .record(url, self.clock, checksum, sig.text_hash, &sig.b)
+                        .record(url, self.clock, checksum, sig.text_hash, &sig.b, |u| {
+                            std::sync::Arc::from(u)
+                        })
                 {
                     acc ^= u64::from(c.agreeing_minvalues);
                 }

@@ -6,7 +6,6 @@
 //! probability 2^-16, so over 84 values the agreeing count is overstated by 0.0013 on average:
 //! far below the width of a change bucket (28 values).
 
-use crate::intern::UrlPool;
 use crate::sketch::change::{change_bucket, ChangeBucket};
 use crate::sketch::minhash::{BSketch, MINVALUES};
 use crate::window::{Expiry, Ticket};
@@ -105,33 +104,10 @@ impl History {
     }
 
     /// Records a fetch with content and returns its change since the previous one, if any.
-    /// A fetch older than the one held is stale: it is neither compared nor kept.
+    /// A fetch older than the one held is stale: it is neither compared nor kept. A URL not
+    /// held yet is kept as `url_of` gives it (the state's [`crate::intern::UrlPool`], to share
+    /// it with the other parts; or `Arc::from`).
     pub fn record(
-        &mut self,
-        url: &str,
-        at_ms: i64,
-        checksum: u128,
-        text_hash: u128,
-        b: &BSketch,
-    ) -> Option<Change> {
-        self.record_with(url, at_ms, checksum, text_hash, b, |u: &str| Arc::from(u))
-    }
-
-    /// [`Self::record`], taking a new URL's string from `urls` (to share it with the other
-    /// parts of the state).
-    pub(crate) fn record_sharing(
-        &mut self,
-        url: &str,
-        at_ms: i64,
-        checksum: u128,
-        text_hash: u128,
-        b: &BSketch,
-        urls: &mut UrlPool,
-    ) -> Option<Change> {
-        self.record_with(url, at_ms, checksum, text_hash, b, |u| urls.url(u))
-    }
-
-    fn record_with(
         &mut self,
         url: &str,
         at_ms: i64,
@@ -206,20 +182,21 @@ mod tests {
 
     #[test]
     fn compares_with_the_previous_fetch_and_forgets_after_the_window() {
+        let url = |u: &str| Arc::from(u);
         let mut h = History::new(100);
-        assert_eq!(h.record("u", 10, 1, 1, &sketch(5)), None);
-        let c = h.record("u", 20, 1, 1, &sketch(5)).unwrap();
+        assert_eq!(h.record("u", 10, 1, 1, &sketch(5), url), None);
+        let c = h.record("u", 20, 1, 1, &sketch(5), url).unwrap();
         assert_eq!(
             (c.bucket, c.previous_ms, c.agreeing_minvalues),
             (ChangeBucket::NoChange, 10, 84)
         );
         let mut half = sketch(5);
         half.minvalues[..42].fill(6);
-        let c = h.record("u", 30, 2, 2, &half).unwrap();
+        let c = h.record("u", 30, 2, 2, &half, url).unwrap();
         assert_eq!((c.bucket, c.agreeing_minvalues), (ChangeBucket::Medium, 42));
-        assert_eq!(h.record("u", 25, 2, 2, &half), None, "stale fetch");
+        assert_eq!(h.record("u", 25, 2, 2, &half, url), None, "stale fetch");
         h.advance(131);
         assert!(h.is_empty());
-        assert_eq!(h.record("u", 140, 2, 2, &half), None);
+        assert_eq!(h.record("u", 140, 2, 2, &half, url), None);
     }
 }

@@ -801,16 +801,12 @@ impl Topology {
         // signing that is not prepared ahead.
         let change = signed.as_ref().and_then(|sg| {
             let p = &sg.parts;
+            let urls = &mut self.state.urls;
             self.state
                 .history
-                .record_sharing(
-                    &page.url,
-                    at_ms,
-                    p.checksum,
-                    p.text_hash,
-                    &p.b,
-                    &mut self.state.urls,
-                )
+                .record(&page.url, at_ms, p.checksum, p.text_hash, &p.b, |u| {
+                    urls.url(u)
+                })
                 .map(|c| ChangeSinceLast {
                     previous_fetched_at: format_time(c.previous_ms),
                     agreeing_minvalues: c.agreeing_minvalues,
