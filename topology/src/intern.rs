@@ -34,12 +34,14 @@ pub(crate) struct UrlPool {
 impl UrlPool {
     /// The pool's copy of `url`, made if it has none. The running state takes each new URL's
     /// string from here, so that its parts share one. The URLs that no part holds any more
-    /// leave when the pool has doubled since it last looked (amortised over the insertions).
+    /// leave when the pool has grown by a quarter (and 1,024) since it last looked: at most a
+    /// fifth of it is URLs no part holds, and each sweep is paid for by the quarter of
+    /// insertions before it.
     pub(crate) fn url(&mut self, url: &str) -> Arc<str> {
         if let Some(held) = self.urls.get(url) {
             return Arc::clone(held);
         }
-        if self.urls.len() >= 2 * self.swept.max(1024) {
+        if self.urls.len() >= self.swept + self.swept / 4 + 1024 {
             self.urls.retain(|u| Arc::strong_count(u) > 1);
             self.swept = self.urls.len();
         }
@@ -134,13 +136,19 @@ mod tests {
         let mut pool = UrlPool::default();
         let a = pool.url("http://a.example/");
         assert!(Arc::ptr_eq(&a, &pool.url("http://a.example/")));
-        // Thousands of URLs that nothing keeps, then one more: the sweep leaves only `a`.
-        for n in 0..2047 {
+        // A thousand URLs that nothing keeps, then one more: the sweep leaves only `a`.
+        for n in 0..1023 {
             drop(pool.url(&format!("http://h/{n}")));
         }
-        assert_eq!(pool.len(), 2048);
+        assert_eq!(pool.len(), 1024);
         let b = pool.url("http://b.example/");
         assert_eq!(pool.len(), 2, "a, kept by its holder, and b");
+        // Held URLs stay through the sweeps: the next comes after a quarter more.
+        let held: Vec<Arc<str>> = (0..2000)
+            .map(|n| pool.url(&format!("http://k/{n}")))
+            .collect();
+        assert_eq!(pool.len(), 2002);
+        assert!(Arc::ptr_eq(&held[0], &pool.url("http://k/0")));
         assert!(Arc::ptr_eq(&a, &pool.url("http://a.example/")));
         assert!(Arc::ptr_eq(&b, &pool.url("http://b.example/")));
     }
