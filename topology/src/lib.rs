@@ -578,11 +578,10 @@ impl Topology {
 
     /// Rebuilds what a checkpoint leaves out.
     pub(crate) fn after_restore(&mut self) {
-        // One copy of each URL for all the parts, as they held it before ([`intern`]); the
-        // index first, as it holds the most.
-        let mut pool = intern::UrlPool::default();
+        // One copy of each URL for all the parts ([`intern`]): reading the checkpoint made one
+        // for every place that held it.
         let s = &mut self.state;
-        std::mem::swap(&mut pool, &mut s.urls);
+        let mut pool = std::mem::take(&mut s.urls);
         s.near.fit_restored(&mut pool);
         s.exact.fit_restored(&mut pool);
         s.history.fit_restored(&mut pool);
