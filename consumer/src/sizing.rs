@@ -5,9 +5,12 @@
 //! (4 GiB) the default budget would be reached only after the container had been killed for
 //! lack of memory, and killed again after each restart, as the state it restores is as large.
 //! Measured on the benchmark's crawls (`checkpoint_bench`, which counts the live heap of the
-//! whole topology state), a windowed page holds about 2.1 KB (2.5-2.7 KB with collections; 2.6-2.8
-//! and 3.1-3.4 KB before the twenty-second session); with the allocator's own overhead,
-//! [`BYTES_PER_PAGE`] is the estimate used here, kept at what it was (its margin grew).
+//! whole topology state, as built by reading and as restored from its checkpoint), a windowed
+//! page holds about 1.9 KB running and 1.6-1.7 KB restored (2.3-2.4 and 2.1-2.2 KB with
+//! collections). Before the twenty-third session a restored state was the larger, up to 3.5 KB
+//! with collections, as reading a checkpoint made a copy of a URL for every place that held it.
+//! With the allocator's own overhead, [`BYTES_PER_PAGE`] is the estimate used here, kept at what
+//! it was (its margin grew).
 //!
 //! When the process runs under a memory limit (a cgroup's, as in a container), `neardup run`
 //! warns at start if the budget, at its fullest, would need more than the limit, and says which
