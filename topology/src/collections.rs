@@ -219,17 +219,6 @@ impl Collections {
         self.fetched_with(url, out_links, &mut |u: &str| Arc::from(u));
     }
 
-    /// [`Self::fetched`], taking new URLs from `urls` (to share them with the rest of the
-    /// state).
-    pub(crate) fn fetched_sharing<'a>(
-        &mut self,
-        url: &str,
-        out_links: Option<impl Iterator<Item = &'a str>>,
-        urls: &mut crate::intern::UrlPool,
-    ) {
-        self.fetched_with(url, out_links, &mut |u: &str| urls.url(u));
-    }
-
     /// After a restore: makes every URL the pool's copy ([`crate::intern`]).
     pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
         self.names.shrink_to_fit();
@@ -239,7 +228,9 @@ impl Collections {
         pool.share_keys(&mut self.ids);
     }
 
-    fn fetched_with<'a>(
+    /// [`Self::fetched`], new URLs made by `url_of` (the state's [`crate::intern::UrlPool`], to
+    /// share them with the rest of the state).
+    pub(crate) fn fetched_with<'a>(
         &mut self,
         url: &str,
         out_links: Option<impl Iterator<Item = &'a str>>,

@@ -892,9 +892,8 @@ impl Topology {
             _ if inconclusive => {}
             Some(s) => self.steps.extend(s.observe(&fetch)),
             None => {
-                self.state
-                    .near
-                    .observe_sharing(&fetch, &mut self.state.urls, &mut self.emitter)
+                let urls = &mut self.state.urls;
+                (self.state.near).observe_with(&fetch, |u| urls.url(u), &mut self.emitter)
             }
         }
         // Pages the page budget evicted leave what the topology keeps of their URLs too.
@@ -1004,11 +1003,9 @@ impl Topology {
             self.state.mirrors.host_address(f.url, ip, f.fetched_at_ms);
         }
         if self.cfg.collections || self.cfg.hm_veto.is_some() {
-            self.state.collections.fetched_sharing(
-                f.url,
-                f.links.map(Links::iter),
-                &mut self.state.urls,
-            );
+            let urls = &mut self.state.urls;
+            (self.state.collections)
+                .fetched_with(f.url, f.links.map(Links::iter), &mut |u| urls.url(u));
         }
     }
 
@@ -2106,11 +2103,11 @@ mod tests {
         copies
     }
 
-    /// After a restore the parts share one copy of each URL, where reading the checkpoint made
-    /// one for every place that held it (`tests/checkpoint.rs` shows that the restored state
-    /// goes on as the one written).
+    /// The running state's parts share one copy of each URL, and so do they after a restore,
+    /// where reading the checkpoint made one for every place that held it (`tests/checkpoint.rs`
+    /// shows that the restored state goes on as the one written).
     #[test]
-    fn a_restored_state_holds_one_copy_of_each_url() {
+    fn the_state_holds_one_copy_of_each_url_running_and_restored() {
         let t0 = 1_793_577_600_000;
         let doc: String = (0..200).map(|i| format!("word{i} ")).collect();
         let other: String = (0..200).map(|i| format!("other{i} ")).collect();
@@ -2144,6 +2141,9 @@ mod tests {
         let offsets = BTreeMap::from([(0, lines.len() as i64)]);
         let bytes = checkpoint::write(&topo, "t", &offsets);
         let (restored, _) = checkpoint::restore(Config::default(), "t", &bytes).expect("restores");
+        // The running state shares them too: the parts take a new URL from one pool.
+        let running = url_copies(&topo);
+        assert!(running.values().all(|at| at.len() == 1), "{running:?}");
         let copies = url_copies(&restored);
         assert_eq!(copies.len(), 5, "{copies:?}");
         // The four copies of the page are in the exact groups and both cluster levels too.

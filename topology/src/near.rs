@@ -1589,18 +1589,9 @@ impl NearIndex {
         self.observe_with(f, |u: &str| Arc::from(u), out)
     }
 
-    /// [`Self::observe`], taking a new page's URL from `urls` (to share it with the other parts
-    /// of the state).
-    pub(crate) fn observe_sharing(
-        &mut self,
-        f: &Fetch<'_>,
-        urls: &mut crate::intern::UrlPool,
-        out: &mut Emitter,
-    ) {
-        self.observe_with(f, |u| urls.url(u), out)
-    }
-
-    fn observe_with(
+    /// [`Self::observe`], a new page's URL made by `url_of` (the state's
+    /// [`crate::intern::UrlPool`], to share it with the other parts).
+    pub(crate) fn observe_with(
         &mut self,
         f: &Fetch<'_>,
         url_of: impl FnOnce(&str) -> Arc<str>,
