@@ -11,12 +11,17 @@
 //! **Writing.** `checkpoint.tmp` is written and synced, then renamed over `checkpoint` and the
 //! directory synced: a crash leaves the previous checkpoint or the new one, never half of one.
 
-use anyhow::{Context as _, Result};
+use anyhow::{anyhow, Context as _, Result};
+use metrics::{counter, gauge, histogram};
 use neardup_topology::checkpoint::{self, Header};
 use neardup_topology::{Config, Topology};
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::Instant;
+use tracing::{info, warn};
 
 /// A checkpoint directory.
 #[derive(Debug, Clone)]
@@ -78,6 +83,138 @@ impl Store {
     }
 }
 
+/// Takes checkpoints into a [`Store`]: the state is serialized at once, while the run loop
+/// waits (the state must not change under it), and the file is written and synced on a thread
+/// of its own, so input resumes without waiting for the disk.
+///
+/// Writing the file took about half as long again as serializing the state on this machine's
+/// disk (38 MiB for the medium crawl's 21,288 windowed pages: 0.19 s to serialize), and
+/// a network volume syncs slower; both grow with the window (about 1.8 GB at 1,000,000
+/// pages), and input paused for all of it. A crash while the file is written leaves the
+/// previous checkpoint, which is still valid: it names the offsets its state reflects, and a
+/// restart re-reads from there. One save at a time: the next checkpoint (and the one at
+/// shutdown) first waits for the one before.
+#[derive(Debug)]
+pub struct Saver {
+    store: Store,
+    saving: Option<Saving>,
+}
+
+/// A checkpoint whose state is serialized and whose file is being written.
+#[derive(Debug)]
+struct Saving {
+    /// The thread writing the file; it returns the seconds that took.
+    thread: JoinHandle<Result<f64>>,
+    /// When the state was serialized: the age of the checkpoint counts from here.
+    at: Instant,
+    /// Seconds the state took to serialize (input waited for them).
+    serialized: f64,
+    /// Seconds input waited for the checkpoint, the serialization included.
+    paused: f64,
+    bytes: usize,
+    offsets: BTreeMap<i32, i64>,
+}
+
+impl Saver {
+    /// A saver into `store`.
+    pub fn new(store: Store) -> Saver {
+        Saver {
+            store,
+            saving: None,
+        }
+    }
+
+    /// The checkpoint directory.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Serializes the state of `topo`, which reflects the records of `topic` before `offsets`,
+    /// and starts writing it, after the write under way (if any) has finished. Returns when
+    /// that earlier checkpoint was taken, if it was written (see [`Saver::poll`]). `paused`:
+    /// when input stopped for this checkpoint (the records read drained, their outputs
+    /// acknowledged, the offsets committed), which it resumes after this.
+    pub fn begin(
+        &mut self,
+        topo: &Topology,
+        topic: &str,
+        offsets: &BTreeMap<i32, i64>,
+        paused: Instant,
+    ) -> Option<Instant> {
+        let before = self.wait();
+        let t0 = Instant::now();
+        let body = checkpoint::write(topo, topic, offsets);
+        let serialized = t0.elapsed().as_secs_f64();
+        let paused = paused.elapsed().as_secs_f64();
+        histogram!("neardup_checkpoint_pause_seconds").record(paused);
+        let store = self.store.clone();
+        let bytes = body.len();
+        let thread = std::thread::Builder::new()
+            .name("checkpoint".into())
+            .spawn(move || {
+                let t = Instant::now();
+                store.save(&body).map(|()| t.elapsed().as_secs_f64())
+            });
+        match thread {
+            Ok(thread) => {
+                self.saving = Some(Saving {
+                    thread,
+                    at: t0,
+                    serialized,
+                    paused,
+                    bytes,
+                    offsets: offsets.clone(),
+                })
+            }
+            Err(e) => failed(&anyhow!(e).context("cannot start the thread that writes it")),
+        }
+        before
+    }
+
+    /// If the write under way has finished: when its checkpoint was taken, if it was written
+    /// (it is logged and counted either way). Does not wait.
+    pub fn poll(&mut self) -> Option<Instant> {
+        match &self.saving {
+            Some(s) if s.thread.is_finished() => self.wait(),
+            _ => None,
+        }
+    }
+
+    /// Waits for the write under way, if any: when its checkpoint was taken, if it was
+    /// written.
+    pub fn wait(&mut self) -> Option<Instant> {
+        let s = self.saving.take()?;
+        let result = s
+            .thread
+            .join()
+            .unwrap_or_else(|_| Err(anyhow!("the thread that wrote it panicked")));
+        let written = match result {
+            Ok(seconds) => seconds,
+            Err(e) => {
+                failed(&e);
+                return None;
+            }
+        };
+        let seconds = s.serialized + written;
+        histogram!("neardup_checkpoint_write_seconds").record(seconds);
+        gauge!("neardup_checkpoint_bytes").set(s.bytes as f64);
+        gauge!("neardup_checkpoint_age_seconds").set(s.at.elapsed().as_secs_f64());
+        counter!("neardup_checkpoints_total").increment(1);
+        info!(offsets = ?s.offsets, bytes = s.bytes, input_paused = s.paused, serialized = s.serialized, seconds, "checkpoint written");
+        Some(s.at)
+    }
+}
+
+/// A checkpoint that cannot be written (a full or read-only volume) does not stop the run: the
+/// last one stays valid, since it names the offsets its state reflects and a restart re-reads
+/// from there, so the run goes on producing and committing, and tries again at the next
+/// interval. Stopping instead would not save the state either, and a restarted process would
+/// stop again at its first checkpoint, re-reading everything since the last one each time.
+fn failed(e: &anyhow::Error) {
+    counter!("neardup_checkpoint_failures_total").increment(1);
+    warn!(error = %format!("{e:#}"), "checkpoint not written: the last one stays, and a restart re-reads from its offsets; the next is tried at the next interval (free space on the volume, or check its permissions)");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +245,53 @@ mod tests {
             msg.contains("checkpoint") && msg.contains("input topic"),
             "{msg}"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The saver writes each checkpoint whole, one at a time, and a write that fails leaves
+    /// the one before it in place.
+    #[test]
+    fn the_saver_writes_in_the_background_and_keeps_the_last_on_failure() {
+        let dir = std::env::temp_dir().join(format!("neardup-saver-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut saver = Saver::new(Store::open(&dir).unwrap());
+        assert!(
+            saver.poll().is_none() && saver.wait().is_none(),
+            "nothing under way"
+        );
+        let topo = Topology::new(Config::default());
+        let first = BTreeMap::from([(0, 7)]);
+        let before = Instant::now();
+        assert!(saver.begin(&topo, "t", &first, Instant::now()).is_none());
+        // The second waits for the first, and says when the first was taken.
+        let second = BTreeMap::from([(0, 9)]);
+        let at = saver
+            .begin(&topo, "t", &second, Instant::now())
+            .expect("the first was written");
+        assert!(at >= before);
+        assert!(saver.wait().is_some_and(|t| t >= at));
+        let offsets = |saver: &Saver| {
+            saver
+                .store()
+                .load(Config::default(), "t")
+                .unwrap()
+                .unwrap()
+                .1
+                .offsets
+        };
+        assert_eq!(offsets(&saver), second);
+        // A write that cannot be made (the temporary file's place taken) is not a checkpoint.
+        fs::create_dir(dir.join("checkpoint.tmp")).unwrap();
+        assert!(saver
+            .begin(&topo, "t", &BTreeMap::from([(0, 11)]), Instant::now())
+            .is_none());
+        let started = Instant::now();
+        while saver.saving.is_some() {
+            assert!(saver.poll().is_none(), "a failed write counted as written");
+            assert!(started.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(offsets(&saver), second);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -26,7 +26,7 @@
 //! offsets: the records are processed again after a restart.
 
 use crate::buffers::Buffers;
-use crate::checkpoints::Store;
+use crate::checkpoints::{Saver, Store};
 use crate::cli::{RunArgs, Stage};
 use crate::http::ClusterQuery;
 use crate::merge::Merge;
@@ -635,6 +635,7 @@ pub async fn run(
     // process whose every checkpoint is skipped shows it (and `NeardupCheckpointStale` fires).
     let mut last_checkpoint: Option<Instant> = store.as_ref().map(|_| Instant::now());
     let checkpoint_age = gauge!("neardup_checkpoint_age_seconds");
+    let mut saver = store.clone().map(Saver::new);
     let mut restored: HashSet<i32> = HashSet::new();
     let mut restored_records = 0u64;
     let mut in_flight = FuturesOrdered::new();
@@ -848,7 +849,11 @@ pub async fn run(
             }
             apply!(p, o, era, payload, prepared);
         }
-        if let (Some(deadline), Some(store)) = (checkpoint_due, &store) {
+        // A checkpoint's file written meanwhile (by its own thread).
+        if let Some(at) = saver.as_mut().and_then(Saver::poll) {
+            last_checkpoint = Some(at);
+        }
+        if let (Some(deadline), Some(saver)) = (checkpoint_due, &mut saver) {
             if preparing.is_empty() && merge.is_empty() && in_flight.is_empty() {
                 // Every record applied is acknowledged: commit, then the state with its offsets.
                 commit(
@@ -859,8 +864,16 @@ pub async fn run(
                     CommitMode::Sync,
                 )?;
                 let offsets = state_offsets(&state_from, &restored, &acked);
-                if write_checkpoint(store, &topo, &opts.input_topic, &offsets) {
-                    last_checkpoint = Some(Instant::now());
+                // The state is serialized now; its file is written while input resumes.
+                // Input stopped when the checkpoint fell due, `drain_timeout` before `deadline`.
+                let waited = opts.drain_timeout.saturating_sub(
+                    deadline.saturating_duration_since(tokio::time::Instant::now()),
+                );
+                let paused = Instant::now() - waited;
+                if let Some(at) = tokio::task::block_in_place(|| {
+                    saver.begin(&topo, &opts.input_topic, &offsets, paused)
+                }) {
+                    last_checkpoint = Some(at);
                 }
                 checkpoint_due = None;
             } else if tokio::time::Instant::now() >= deadline {
@@ -893,7 +906,7 @@ pub async fn run(
             // applies it.
             _ = tokio::time::sleep_until(merge_wake.unwrap_or_else(tokio::time::Instant::now)), if merge_wake.is_some() => {}
             _ = checkpoint_tick.tick(), if store.is_some() && checkpoint_due.is_none() => {
-                // Stop reading; the loop's head writes the checkpoint once the outputs of every
+                // Stop reading; the loop's head takes the checkpoint once the outputs of every
                 // record read are acknowledged.
                 checkpoint_due = Some(tokio::time::Instant::now() + opts.drain_timeout);
             }
@@ -992,13 +1005,16 @@ pub async fn run(
         CommitMode::Sync,
     )?;
     info!(offsets = ?committed, "committed");
-    if let Some(store) = &store {
-        if in_flight.is_empty() {
-            let offsets = state_offsets(&state_from, &restored, &acked);
-            write_checkpoint(store, &topo, &opts.input_topic, &offsets);
-        } else {
-            warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
-        }
+    if let Some(saver) = &mut saver {
+        tokio::task::block_in_place(|| {
+            if in_flight.is_empty() {
+                let offsets = state_offsets(&state_from, &restored, &acked);
+                saver.begin(&topo, &opts.input_topic, &offsets, Instant::now());
+            } else {
+                warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
+            }
+            saver.wait();
+        });
     }
     telemetry::record_topology(&topo);
     telemetry::record_sign_cache(&sign_cache.stats());
@@ -1472,41 +1488,6 @@ fn state_offsets(
         }
     }
     offsets
-}
-
-/// Writes a checkpoint; whether it was written. A checkpoint that cannot be written (a full or
-/// read-only volume) does not stop the run: the last one stays valid, since it names the
-/// offsets its state reflects and a restart re-reads from there, so the run goes on producing
-/// and committing, and tries again at the next interval. Stopping instead would not save the
-/// state either, and a restarted process would stop again at its first checkpoint, re-reading
-/// everything since the last one each time. The failure is logged and counted
-/// (`neardup_checkpoint_failures_total`), and `neardup_checkpoint_age_seconds` keeps growing.
-fn write_checkpoint(
-    store: &Store,
-    topo: &Topology,
-    topic: &str,
-    offsets: &BTreeMap<i32, i64>,
-) -> bool {
-    let t0 = Instant::now();
-    let written = tokio::task::block_in_place(|| {
-        let bytes = neardup_topology::checkpoint::write(topo, topic, offsets);
-        store.save(&bytes).map(|()| bytes.len())
-    });
-    let bytes = match written {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            counter!("neardup_checkpoint_failures_total").increment(1);
-            warn!(error = %format!("{e:#}"), "checkpoint not written: the last one stays, and a restart re-reads from its offsets; the next is tried at the next interval (free space on the volume, or check its permissions)");
-            return false;
-        }
-    };
-    let seconds = t0.elapsed().as_secs_f64();
-    histogram!("neardup_checkpoint_write_seconds").record(seconds);
-    gauge!("neardup_checkpoint_bytes").set(bytes as f64);
-    gauge!("neardup_checkpoint_age_seconds").set(0.0);
-    counter!("neardup_checkpoints_total").increment(1);
-    info!(?offsets, bytes, seconds, "checkpoint written");
-    true
 }
 
 /// Where re-reading partition `p` starts to rebuild the state it contributed before offset
