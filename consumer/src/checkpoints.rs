@@ -87,10 +87,10 @@ impl Store {
 /// waits (the state must not change under it), and the file is written and synced on a thread
 /// of its own, so input resumes without waiting for the disk.
 ///
-/// Writing the file took about half as long again as serializing the state on this machine's
-/// disk (38 MiB for the medium crawl's 21,288 windowed pages: 0.19 s to serialize), and
-/// a network volume syncs slower; both grow with the window (about 1.8 GB at 1,000,000
-/// pages), and input paused for all of it. A crash while the file is written leaves the
+/// On this machine's disk, writing the file of the medium crawl's state (26-31 MB) took 0.2 to
+/// 1.3 times as long as serializing it (0.08-0.11 s), and a network volume syncs slower; both
+/// grow with the window (1.5-1.9 GB at 1,000,000 pages), and input waited for both until the
+/// twenty-fourth session. A crash while the file is written leaves the
 /// previous checkpoint, which is still valid: it names the offsets its state reflects, and a
 /// restart re-reads from there. One save at a time: the next checkpoint (and the one at
 /// shutdown) first waits for the one before.
