@@ -92,8 +92,8 @@ impl Store {
 /// grow with the window (1.5-1.9 GB at 1,000,000 pages), and input waited for both until the
 /// twenty-fourth session. A crash while the file is written leaves the
 /// previous checkpoint, which is still valid: it names the offsets its state reflects, and a
-/// restart re-reads from there. One save at a time: the next checkpoint (and the one at
-/// shutdown) first waits for the one before.
+/// restart re-reads from there. One save at a time: [`Saver::begin`] first waits for the one
+/// before (the run loop skips a periodic checkpoint while [`Saver::busy`]).
 #[derive(Debug)]
 pub struct Saver {
     store: Store,
@@ -169,6 +169,13 @@ impl Saver {
             Err(e) => failed(&anyhow!(e).context("cannot start the thread that writes it")),
         }
         before
+    }
+
+    /// Whether a checkpoint's file is still being written.
+    pub fn busy(&self) -> bool {
+        self.saving
+            .as_ref()
+            .is_some_and(|s| !s.thread.is_finished())
     }
 
     /// If the write under way has finished: when its checkpoint was taken, if it was written
@@ -292,6 +299,20 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert_eq!(offsets(&saver), second);
+        // Once the volume works again: busy while the file is written, then polled.
+        fs::remove_dir(dir.join("checkpoint.tmp")).unwrap();
+        let third = BTreeMap::from([(0, 13)]);
+        assert!(saver.begin(&topo, "t", &third, Instant::now()).is_none());
+        while saver.busy() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(
+            saver.poll().is_some(),
+            "a finished write is collected by poll"
+        );
+        assert!(!saver.busy() && saver.poll().is_none());
+        assert_eq!(offsets(&saver), third);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

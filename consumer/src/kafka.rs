@@ -906,9 +906,15 @@ pub async fn run(
             // applies it.
             _ = tokio::time::sleep_until(merge_wake.unwrap_or_else(tokio::time::Instant::now)), if merge_wake.is_some() => {}
             _ = checkpoint_tick.tick(), if store.is_some() && checkpoint_due.is_none() => {
-                // Stop reading; the loop's head takes the checkpoint once the outputs of every
-                // record read are acknowledged.
-                checkpoint_due = Some(tokio::time::Instant::now() + opts.drain_timeout);
+                if saver.as_ref().is_some_and(Saver::busy) {
+                    // A volume slower than the interval: input goes on, and the next tick
+                    // tries again, rather than wait here for the file before.
+                    warn!("checkpoint skipped: the one before is still being written (a slow volume, or a --checkpoint-interval shorter than a write)");
+                } else {
+                    // Stop reading; the loop's head takes the checkpoint once the outputs of
+                    // every record read are acknowledged.
+                    checkpoint_due = Some(tokio::time::Instant::now() + opts.drain_timeout);
+                }
             }
             _ = tick.tick() => {
                 if let Some(t) = last_checkpoint {
