@@ -187,6 +187,25 @@ impl Saver {
         }
     }
 
+    /// Waits up to `limit` for the write under way, if any (a volume that hangs must not hang
+    /// the shutdown): when its checkpoint was taken, if it was written in time. A write that
+    /// takes longer is left to the thread, and the process may exit under it: the last
+    /// checkpoint written stays, whole.
+    pub fn wait_within(&mut self, limit: std::time::Duration) -> Option<Instant> {
+        let started = Instant::now();
+        while self.busy() {
+            if started.elapsed() >= limit {
+                warn!(
+                    limit_seconds = limit.as_secs_f64(),
+                    "the checkpoint being written did not finish in time (--drain-timeout): the last one written stays"
+                );
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.wait()
+    }
+
     /// Waits for the write under way, if any: when its checkpoint was taken, if it was
     /// written.
     pub fn wait(&mut self) -> Option<Instant> {
@@ -313,6 +332,43 @@ mod tests {
         );
         assert!(!saver.busy() && saver.poll().is_none());
         assert_eq!(offsets(&saver), third);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A volume that hangs does not hang the shutdown: the wait for the write is bounded.
+    /// (A FIFO in the temporary file's place: opening it to write blocks until it is read.)
+    #[test]
+    fn a_write_that_hangs_is_waited_for_within_the_limit() {
+        let dir = std::env::temp_dir().join(format!("neardup-hang-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut saver = Saver::new(Store::open(&dir).unwrap());
+        let fifo = dir.join("checkpoint.tmp");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("no mkfifo here: nothing checked");
+            return;
+        }
+        let topo = Topology::new(Config::default());
+        let offsets = BTreeMap::from([(0, 5)]);
+        saver.begin(&topo, "t", &offsets, Instant::now());
+        let limit = std::time::Duration::from_millis(200);
+        // Should the wait not be bounded, the write is let through after 10 s, so the test
+        // fails on the time it took instead of hanging.
+        let watchdog = fifo.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(10));
+            if let Ok(mut f) = fs::File::open(watchdog) {
+                let _ = std::io::copy(&mut f, &mut std::io::sink());
+            }
+        });
+        let t = Instant::now();
+        assert!(saver.wait_within(limit).is_none());
+        assert!(t.elapsed() >= limit && t.elapsed() < limit * 20);
+        assert!(saver.busy(), "the write was not blocked");
+        // The volume answers: the write ends (a FIFO cannot be synced, so it fails).
+        let mut read = fs::File::open(&fifo).unwrap();
+        assert!(std::io::copy(&mut read, &mut std::io::sink()).unwrap() > 0);
+        assert!(saver.wait().is_none() && !saver.busy());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1012,14 +1012,18 @@ pub async fn run(
     )?;
     info!(offsets = ?committed, "committed");
     if let Some(saver) = &mut saver {
+        // Each wait for the volume is bounded, as every other step of the shutdown.
         tokio::task::block_in_place(|| {
-            if in_flight.is_empty() {
+            saver.wait_within(opts.drain_timeout);
+            if saver.busy() {
+                warn!("no checkpoint at shutdown: the one before is still being written");
+            } else if in_flight.is_empty() {
                 let offsets = state_offsets(&state_from, &restored, &acked);
                 saver.begin(&topo, &opts.input_topic, &offsets, Instant::now());
+                saver.wait_within(opts.drain_timeout);
             } else {
                 warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
             }
-            saver.wait();
         });
     }
     telemetry::record_topology(&topo);
