@@ -7,7 +7,7 @@
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
 //!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S] \
-//!     [--echo-baseline] [-- NEARDUP_RUN_ARGS...]
+//!     [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -35,6 +35,11 @@
 //! `--echo-baseline` runs, before and after step 4, a consumer that only passes each record on
 //! (with neardup's client settings), fed the same records at the same rate: the delay the broker
 //! and the client library add on their own at that rate, the floor under step 4's latency.
+//!
+//! `--checkpoints INTERVAL` makes every neardup run (but the sign stage, which keeps no state)
+//! take checkpoints at that interval, each into a directory of its own under the temporary
+//! directory (removed after the run), and prints how many it wrote and how long input waited
+//! for each: a deployment's checkpoints, whose pauses step 4's latency then includes.
 //!
 //! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumer (repeatable);
 //! `--bare-only` stops after the bare read.
@@ -64,6 +69,27 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// With `--checkpoints`: how many checkpoints a run wrote, and how long input waited for each
+/// (the `checkpoint written` lines of its log).
+fn report_checkpoints(run: &str, log: &str) {
+    let mut paused: Vec<f64> = log
+        .lines()
+        .filter(|l| l.contains("checkpoint written"))
+        .filter_map(|l| l.split("input_paused=").nth(1))
+        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+        .collect();
+    if paused.is_empty() {
+        return;
+    }
+    paused.sort_by(f64::total_cmp);
+    println!(
+        "{run}: {} checkpoints written, input paused for each: median {:.0} ms, max {:.0} ms",
+        paused.len(),
+        paused[paused.len() / 2] * 1e3,
+        paused[paused.len() - 1] * 1e3
+    );
+}
 
 fn flag(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -216,7 +242,7 @@ fn neardup(
             prefix,
         ])
         .args(extra)
-        .env("NEARDUP_LOG", "warn")
+        .env("NEARDUP_LOG", "warn,neardup::checkpoints=info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -317,7 +343,7 @@ fn spread(sorted: &[i64]) -> String {
 const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
      [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
      [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] \
-     [--live-stages S,S] [--echo-baseline] [-- NEARDUP_RUN_ARGS...]\n\
+     [--live-stages S,S] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]\n\
      EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
      (see the comment at the top of consumer/examples/e2e_bench.rs)";
 
@@ -422,10 +448,34 @@ fn main() {
         .iter()
         .map(String::as_str)
         .collect();
+    // `--checkpoints INTERVAL`: every neardup run takes checkpoints at that interval, each
+    // into a directory of its own (they read different topics).
+    let checkpoints = flag(&args, "--checkpoints");
+    let checkpoint_args = |run: &str| -> Vec<String> {
+        match &checkpoints {
+            Some(every) => {
+                let dir = std::env::temp_dir().join(format!("neardup-e2e-{}", prefix(run)));
+                let _ = std::fs::remove_dir_all(&dir);
+                vec![
+                    "--checkpoint-dir".into(),
+                    dir.display().to_string(),
+                    "--checkpoint-interval".into(),
+                    every.clone(),
+                ]
+            }
+            None => vec![],
+        }
+    };
+    let run_checkpoints = checkpoint_args("run");
     let run_args: Vec<&str> = std::iter::once("--exit-at-end")
         .chain(passed.iter().copied())
+        .chain(run_checkpoints.iter().map(String::as_str))
         .collect();
     let (secs, peak_kib, err, cpu) = neardup(&brokers, &topic, &prefix("run"), &run_args, None);
+    report_checkpoints("neardup run", &err);
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("neardup-e2e-{}", prefix("run"))),
+    );
     let rate = lines.len() as f64 / secs;
     let window = err
         .lines()
@@ -508,6 +558,9 @@ fn main() {
             if stage != "all" {
                 args.extend(stage_args(stage).map(String::from));
             }
+            if stage != "sign" {
+                args.extend(checkpoint_args(&format!("live-{stage}")));
+            }
             std::thread::spawn(move || {
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 neardup(
@@ -522,8 +575,13 @@ fn main() {
         .collect();
     std::thread::sleep(Duration::from_secs(12)); // group join and assignment
     let produced = produce(&brokers, &live_topic, &lines[..n], Some(half));
-    for runner in runners {
-        let _ = runner.join();
+    for (stage, runner) in stages.iter().zip(runners) {
+        if let Ok((_, _, err, _)) = runner.join() {
+            report_checkpoints(&format!("live run, {stage}"), &err);
+        }
+        let _ = std::fs::remove_dir_all(
+            std::env::temp_dir().join(format!("neardup-e2e-{}", prefix(&format!("live-{stage}")))),
+        );
     }
     // The internal records' append times, one per page event, in input order.
     let mut indexed: Vec<i64> = vec![];
