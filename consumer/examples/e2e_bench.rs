@@ -71,23 +71,36 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// With `--checkpoints`: how many checkpoints a run wrote, and how long input waited for each
-/// (the `checkpoint written` lines of its log).
+/// and, of that, the state's serialization (the `checkpoint written` lines of its log).
 fn report_checkpoints(run: &str, log: &str) {
-    let mut paused: Vec<f64> = log
+    let field = |line: &str, name: &str| -> Option<f64> {
+        line.split(&format!(" {name}="))
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    let written: Vec<(f64, f64)> = log
         .lines()
         .filter(|l| l.contains("checkpoint written"))
-        .filter_map(|l| l.split("input_paused=").nth(1))
-        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+        .filter_map(|l| Some((field(l, "input_paused")?, field(l, "serialized")?)))
         .collect();
-    if paused.is_empty() {
+    if written.is_empty() {
         return;
     }
+    let mut paused: Vec<f64> = written.iter().map(|w| w.0).collect();
     paused.sort_by(f64::total_cmp);
+    let each: Vec<String> = written
+        .iter()
+        .map(|(p, s)| format!("{:.0}/{:.0}", p * 1e3, s * 1e3))
+        .collect();
     println!(
-        "{run}: {} checkpoints written, input paused for each: median {:.0} ms, max {:.0} ms",
+        "{run}: {} checkpoints written, input paused for each: median {:.0} ms, max {:.0} ms (ms paused/serializing, in order: {})",
         paused.len(),
         paused[paused.len() / 2] * 1e3,
-        paused[paused.len() - 1] * 1e3
+        paused[paused.len() - 1] * 1e3,
+        each.join(" ")
     );
 }
 

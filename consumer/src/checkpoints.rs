@@ -111,6 +111,8 @@ struct Saving {
     serialized: f64,
     /// Seconds input waited for the checkpoint, the serialization included.
     paused: f64,
+    /// Seconds of that the offsets took to commit.
+    commit: f64,
     bytes: usize,
     offsets: BTreeMap<i32, i64>,
 }
@@ -133,13 +135,14 @@ impl Saver {
     /// and starts writing it, after the write under way (if any) has finished. Returns when
     /// that earlier checkpoint was taken, if it was written (see [`Saver::poll`]). `paused`:
     /// when input stopped for this checkpoint (the records read drained, their outputs
-    /// acknowledged, the offsets committed), which it resumes after this.
+    /// acknowledged, the offsets committed, which took `commit`), which it resumes after this.
     pub fn begin(
         &mut self,
         topo: &Topology,
         topic: &str,
         offsets: &BTreeMap<i32, i64>,
         paused: Instant,
+        commit: std::time::Duration,
     ) -> Option<Instant> {
         let before = self.wait();
         let t0 = Instant::now();
@@ -162,6 +165,7 @@ impl Saver {
                     at: t0,
                     serialized,
                     paused,
+                    commit: commit.as_secs_f64(),
                     bytes,
                     offsets: offsets.clone(),
                 })
@@ -226,7 +230,7 @@ impl Saver {
         gauge!("neardup_checkpoint_bytes").set(s.bytes as f64);
         gauge!("neardup_checkpoint_age_seconds").set(s.at.elapsed().as_secs_f64());
         counter!("neardup_checkpoints_total").increment(1);
-        info!(offsets = ?s.offsets, bytes = s.bytes, input_paused = s.paused, serialized = s.serialized, seconds, "checkpoint written");
+        info!(offsets = ?s.offsets, bytes = s.bytes, input_paused = s.paused, commit = s.commit, serialized = s.serialized, seconds, "checkpoint written");
         Some(s.at)
     }
 }
@@ -288,11 +292,13 @@ mod tests {
         let topo = Topology::new(Config::default());
         let first = BTreeMap::from([(0, 7)]);
         let before = Instant::now();
-        assert!(saver.begin(&topo, "t", &first, Instant::now()).is_none());
+        assert!(saver
+            .begin(&topo, "t", &first, Instant::now(), Default::default())
+            .is_none());
         // The second waits for the first, and says when the first was taken.
         let second = BTreeMap::from([(0, 9)]);
         let at = saver
-            .begin(&topo, "t", &second, Instant::now())
+            .begin(&topo, "t", &second, Instant::now(), Default::default())
             .expect("the first was written");
         assert!(at >= before);
         assert!(saver.wait().is_some_and(|t| t >= at));
@@ -309,7 +315,13 @@ mod tests {
         // A write that cannot be made (the temporary file's place taken) is not a checkpoint.
         fs::create_dir(dir.join("checkpoint.tmp")).unwrap();
         assert!(saver
-            .begin(&topo, "t", &BTreeMap::from([(0, 11)]), Instant::now())
+            .begin(
+                &topo,
+                "t",
+                &BTreeMap::from([(0, 11)]),
+                Instant::now(),
+                Default::default()
+            )
             .is_none());
         let started = Instant::now();
         while saver.saving.is_some() {
@@ -321,7 +333,9 @@ mod tests {
         // Once the volume works again: busy while the file is written, then polled.
         fs::remove_dir(dir.join("checkpoint.tmp")).unwrap();
         let third = BTreeMap::from([(0, 13)]);
-        assert!(saver.begin(&topo, "t", &third, Instant::now()).is_none());
+        assert!(saver
+            .begin(&topo, "t", &third, Instant::now(), Default::default())
+            .is_none());
         while saver.busy() {
             assert!(started.elapsed() < std::time::Duration::from_secs(30));
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -350,7 +364,7 @@ mod tests {
         }
         let topo = Topology::new(Config::default());
         let offsets = BTreeMap::from([(0, 5)]);
-        saver.begin(&topo, "t", &offsets, Instant::now());
+        saver.begin(&topo, "t", &offsets, Instant::now(), Default::default());
         let limit = std::time::Duration::from_millis(200);
         // Should the wait not be bounded, the write is let through after 10 s, so the test
         // fails on the time it took instead of hanging.

@@ -856,6 +856,7 @@ pub async fn run(
         if let (Some(deadline), Some(saver)) = (checkpoint_due, &mut saver) {
             if preparing.is_empty() && merge.is_empty() && in_flight.is_empty() {
                 // Every record applied is acknowledged: commit, then the state with its offsets.
+                let committing = Instant::now();
                 commit(
                     &consumer,
                     &opts.input_topic,
@@ -871,7 +872,13 @@ pub async fn run(
                 );
                 let paused = Instant::now() - waited;
                 if let Some(at) = tokio::task::block_in_place(|| {
-                    saver.begin(&topo, &opts.input_topic, &offsets, paused)
+                    saver.begin(
+                        &topo,
+                        &opts.input_topic,
+                        &offsets,
+                        paused,
+                        committing.elapsed(),
+                    )
                 }) {
                     last_checkpoint = Some(at);
                 }
@@ -1019,7 +1026,13 @@ pub async fn run(
                 warn!("no checkpoint at shutdown: the one before is still being written");
             } else if in_flight.is_empty() {
                 let offsets = state_offsets(&state_from, &restored, &acked);
-                saver.begin(&topo, &opts.input_topic, &offsets, Instant::now());
+                saver.begin(
+                    &topo,
+                    &opts.input_topic,
+                    &offsets,
+                    Instant::now(),
+                    Duration::ZERO,
+                );
                 saver.wait_within(opts.drain_timeout);
             } else {
                 warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
