@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The layout of the header and body. Bump on any change to a serialized structure.
-pub const FORMAT: u32 = 11;
+pub const FORMAT: u32 = 12;
 
 const MAGIC: &[u8] = b"NEARDUP-CHECKPOINT\n";
 

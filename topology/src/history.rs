@@ -15,9 +15,12 @@ use std::sync::Arc;
 /// What is kept of a fetch.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Fetch {
+    /// Hashes are written in their 16 bytes, not as varints (19 bytes for most).
+    #[serde(with = "postcard::fixint::le")]
     checksum: u128,
+    #[serde(with = "postcard::fixint::le")]
     text_hash: u128,
-    #[serde(with = "serde_big_array::BigArray")]
+    #[serde(with = "crate::fixed::u16s")]
     minvalues: [u16; MINVALUES],
     ticket: Ticket,
 }

@@ -28,6 +28,7 @@ pub mod decode;
 mod emit;
 pub mod evolution;
 pub mod exact;
+mod fixed;
 pub mod hash;
 pub mod hints;
 pub mod history;
@@ -1504,7 +1505,7 @@ struct PreparedPage {
 }
 
 /// Layout of the internal records between the sign and index stages; bump on any change.
-const INTERNAL_FORMAT: u32 = 7;
+const INTERNAL_FORMAT: u32 = 8;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).

@@ -223,15 +223,19 @@ impl Default for NearConfig {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sketch {
     /// One byte per min-value.
-    #[serde(with = "serde_big_array::BigArray")]
+    #[serde(with = "crate::fixed::bytes")]
     pub mins: [u8; MINVALUES],
     /// The top 16 bits of each supershingle.
+    #[serde(with = "crate::fixed::u16s")]
     pub ss: [u16; SUPERSHINGLES],
     /// The 384-bit simhash.
+    #[serde(with = "crate::fixed::u64s")]
     pub simhash: [u64; 6],
     /// 64 bits of the content checksum.
+    #[serde(with = "postcard::fixint::le")]
     pub checksum: u64,
     /// 64 bits of the normalised-text hash.
+    #[serde(with = "postcard::fixint::le")]
     pub text: u64,
     /// The title's hash ([`crate::text::title_hash`]; 0: none).
     pub title: u32,
