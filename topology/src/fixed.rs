@@ -16,48 +16,51 @@ pub(crate) mod bytes {
     pub fn deserialize<'de, D: serde::Deserializer<'de>, const N: usize>(
         d: D,
     ) -> Result<[u8; N], D::Error> {
-        super::read(d, |b: &[u8]| b.try_into().expect("N bytes"))
+        super::read(d, N, |b: &[u8]| b.try_into().expect("N bytes"))
     }
 }
 
-/// `[u16; N]` as `2 N` bytes, little-endian.
-pub(crate) mod u16s {
-    pub fn serialize<S: serde::Serializer, const N: usize>(
-        v: &[u16; N],
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        super::write(s, v.iter().flat_map(|x| x.to_le_bytes()), 2 * N)
-    }
+/// An integer written in its little-endian bytes.
+pub(crate) trait Le: Copy + Default {
+    /// Its width in bytes.
+    const WIDTH: usize;
+    fn bytes(self) -> impl Iterator<Item = u8>;
+    fn from(bytes: &[u8]) -> Self;
+}
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>, const N: usize>(
-        d: D,
-    ) -> Result<[u16; N], D::Error> {
-        super::read(d, |b: &[u8]| {
-            let mut v = [0u16; N];
-            for (x, c) in v.iter_mut().zip(b.chunks_exact(2)) {
-                *x = u16::from_le_bytes([c[0], c[1]]);
+macro_rules! le {
+    ($($t:ty),*) => {$(
+        impl Le for $t {
+            const WIDTH: usize = std::mem::size_of::<$t>();
+            fn bytes(self) -> impl Iterator<Item = u8> {
+                self.to_le_bytes().into_iter()
             }
-            v
-        })
-    }
+            fn from(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("its width"))
+            }
+        }
+    )*};
 }
+le!(u16, u64);
 
-/// `[u64; N]` as `8 N` bytes, little-endian.
-pub(crate) mod u64s {
-    pub fn serialize<S: serde::Serializer, const N: usize>(
-        v: &[u64; N],
+/// `[T; N]` of integers as their `N × width` bytes, little-endian.
+pub(crate) mod le {
+    use super::Le;
+
+    pub fn serialize<S: serde::Serializer, T: Le, const N: usize>(
+        v: &[T; N],
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        super::write(s, v.iter().flat_map(|x| x.to_le_bytes()), 8 * N)
+        super::write(s, v.iter().flat_map(|x| x.bytes()), T::WIDTH * N)
     }
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>, const N: usize>(
+    pub fn deserialize<'de, D: serde::Deserializer<'de>, T: Le, const N: usize>(
         d: D,
-    ) -> Result<[u64; N], D::Error> {
-        super::read(d, |b: &[u8]| {
-            let mut v = [0u64; N];
-            for (x, c) in v.iter_mut().zip(b.chunks_exact(8)) {
-                *x = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+    ) -> Result<[T; N], D::Error> {
+        super::read(d, T::WIDTH * N, |b: &[u8]| {
+            let mut v = [T::default(); N];
+            for (x, c) in v.iter_mut().zip(b.chunks_exact(T::WIDTH)) {
+                *x = T::from(c);
             }
             v
         })
@@ -83,34 +86,35 @@ fn write<S: serde::Serializer>(
     }
 }
 
-/// Reads a byte string of exactly `size_of::<T>()` bytes and makes a `T` of it.
+/// Reads a byte string of exactly `len` bytes and makes a `T` of it.
 fn read<'de, D: serde::Deserializer<'de>, T>(
     d: D,
+    len: usize,
     make: impl FnOnce(&[u8]) -> T,
 ) -> Result<T, D::Error> {
-    struct Bytes<T, F>(F, std::marker::PhantomData<T>);
+    struct Bytes<T, F>(usize, F, std::marker::PhantomData<T>);
     impl<'de, T, F: FnOnce(&[u8]) -> T> serde::de::Visitor<'de> for Bytes<T, F> {
         type Value = T;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            write!(f, "{} bytes", std::mem::size_of::<T>())
+            write!(f, "{} bytes", self.0)
         }
         fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<T, E> {
-            if bytes.len() != std::mem::size_of::<T>() {
+            if bytes.len() != self.0 {
                 return Err(E::invalid_length(bytes.len(), &self));
             }
-            Ok((self.0)(bytes))
+            Ok((self.1)(bytes))
         }
         /// A self-describing format (JSON: the key shards' steps in the tests) writes bytes
         /// as a sequence of numbers.
         fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
-            let mut bytes = Vec::with_capacity(std::mem::size_of::<T>());
+            let mut bytes = Vec::with_capacity(self.0);
             while let Some(b) = seq.next_element::<u8>()? {
                 bytes.push(b);
             }
             self.visit_bytes(&bytes)
         }
     }
-    d.deserialize_bytes(Bytes(make, std::marker::PhantomData))
+    d.deserialize_bytes(Bytes(len, make, std::marker::PhantomData))
 }
 
 #[cfg(test)]
@@ -119,15 +123,15 @@ mod tests {
     struct Arrays {
         #[serde(with = "super::bytes")]
         a: [u8; 5],
-        #[serde(with = "super::u16s")]
+        #[serde(with = "super::le")]
         b: [u16; 3],
-        #[serde(with = "super::u64s")]
+        #[serde(with = "super::le")]
         c: [u64; 2],
     }
 
     /// Larger than the stack buffer.
     #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-    struct Big(#[serde(with = "super::u64s")] [u64; 100]);
+    struct Big(#[serde(with = "super::le")] [u64; 100]);
 
     #[test]
     fn arrays_round_trip_as_their_bytes_and_wrong_lengths_are_refused() {

@@ -20,7 +20,7 @@ struct Fetch {
     checksum: u128,
     #[serde(with = "postcard::fixint::le")]
     text_hash: u128,
-    #[serde(with = "crate::fixed::u16s")]
+    #[serde(with = "crate::fixed::le")]
     minvalues: [u16; MINVALUES],
     ticket: Ticket,
 }

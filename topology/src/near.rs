@@ -226,10 +226,10 @@ pub struct Sketch {
     #[serde(with = "crate::fixed::bytes")]
     pub mins: [u8; MINVALUES],
     /// The top 16 bits of each supershingle.
-    #[serde(with = "crate::fixed::u16s")]
+    #[serde(with = "crate::fixed::le")]
     pub ss: [u16; SUPERSHINGLES],
     /// The 384-bit simhash.
-    #[serde(with = "crate::fixed::u64s")]
+    #[serde(with = "crate::fixed::le")]
     pub simhash: [u64; 6],
     /// 64 bits of the content checksum.
     #[serde(with = "postcard::fixint::le")]
