@@ -88,7 +88,7 @@ impl Store {
 /// of its own, so input resumes without waiting for the disk.
 ///
 /// On this machine's disk, writing the file of the medium crawl's state (26-31 MB) took 0.2 to
-/// 1.3 times as long as serializing it (0.08-0.11 s), and a network volume syncs slower; both
+/// 1.3 times as long as serializing it (0.06-0.11 s), and a network volume syncs slower; both
 /// grow with the window (1.5-1.9 GB at 1,000,000 pages), and input waited for both until the
 /// twenty-fourth session. A crash while the file is written leaves the
 /// previous checkpoint, which is still valid: it names the offsets its state reflects, and a
