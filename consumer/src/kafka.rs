@@ -629,8 +629,9 @@ pub async fn run(
         opts.checkpoint_interval,
     );
     checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // While a checkpoint waits for the outputs in flight: when it gives up.
-    let mut checkpoint_due: Option<tokio::time::Instant> = None;
+    // While a checkpoint waits for the outputs in flight: when it fell due, and input stopped
+    // (it gives up `drain_timeout` later).
+    let mut checkpoint_due: Option<Instant> = None;
     // With checkpoints on, their age counts from the start until the first is written, so a
     // process whose every checkpoint is skipped shows it (and `NeardupCheckpointStale` fires).
     let mut last_checkpoint: Option<Instant> = store.as_ref().map(|_| Instant::now());
@@ -702,7 +703,7 @@ pub async fn run(
             ) && store.is_some()
                 && checkpoint_due.is_none()
             {
-                checkpoint_due = Some(tokio::time::Instant::now() + opts.drain_timeout);
+                checkpoint_due = Some(Instant::now());
             }
         };
     }
@@ -853,7 +854,7 @@ pub async fn run(
         if let Some(at) = saver.as_mut().and_then(Saver::poll) {
             last_checkpoint = Some(at);
         }
-        if let (Some(deadline), Some(saver)) = (checkpoint_due, &mut saver) {
+        if let (Some(paused), Some(saver)) = (checkpoint_due, &mut saver) {
             if preparing.is_empty() && merge.is_empty() && in_flight.is_empty() {
                 // Every record applied is acknowledged: commit, then the state with its offsets.
                 let committing = Instant::now();
@@ -866,11 +867,6 @@ pub async fn run(
                 )?;
                 let offsets = state_offsets(&state_from, &restored, &acked);
                 // The state is serialized now; its file is written while input resumes.
-                // Input stopped when the checkpoint fell due, `drain_timeout` before `deadline`.
-                let waited = opts.drain_timeout.saturating_sub(
-                    deadline.saturating_duration_since(tokio::time::Instant::now()),
-                );
-                let paused = Instant::now() - waited;
                 if let Some(at) = tokio::task::block_in_place(|| {
                     saver.begin(
                         &topo,
@@ -883,7 +879,7 @@ pub async fn run(
                     last_checkpoint = Some(at);
                 }
                 checkpoint_due = None;
-            } else if tokio::time::Instant::now() >= deadline {
+            } else if paused.elapsed() >= opts.drain_timeout {
                 warn!(pending = in_flight.len(), "checkpoint skipped: outputs in flight were not acknowledged in time (drain_timeout); input resumes");
                 checkpoint_due = None;
             }
@@ -920,7 +916,7 @@ pub async fn run(
                 } else {
                     // Stop reading; the loop's head takes the checkpoint once the outputs of
                     // every record read are acknowledged.
-                    checkpoint_due = Some(tokio::time::Instant::now() + opts.drain_timeout);
+                    checkpoint_due = Some(Instant::now());
                 }
             }
             _ = tick.tick() => {
