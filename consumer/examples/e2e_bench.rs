@@ -464,10 +464,12 @@ fn main() {
     // `--checkpoints INTERVAL`: every neardup run takes checkpoints at that interval, each
     // into a directory of its own (they read different topics).
     let checkpoints = flag(&args, "--checkpoints");
+    let checkpoint_dir =
+        |run: &str| std::env::temp_dir().join(format!("neardup-e2e-{}", prefix(run)));
     let checkpoint_args = |run: &str| -> Vec<String> {
         match &checkpoints {
             Some(every) => {
-                let dir = std::env::temp_dir().join(format!("neardup-e2e-{}", prefix(run)));
+                let dir = checkpoint_dir(run);
                 let _ = std::fs::remove_dir_all(&dir);
                 vec![
                     "--checkpoint-dir".into(),
@@ -486,9 +488,7 @@ fn main() {
         .collect();
     let (secs, peak_kib, err, cpu) = neardup(&brokers, &topic, &prefix("run"), &run_args, None);
     report_checkpoints("neardup run", &err);
-    let _ = std::fs::remove_dir_all(
-        std::env::temp_dir().join(format!("neardup-e2e-{}", prefix("run"))),
-    );
+    let _ = std::fs::remove_dir_all(checkpoint_dir("run"));
     let rate = lines.len() as f64 / secs;
     let window = err
         .lines()
@@ -592,9 +592,7 @@ fn main() {
         if let Ok((_, _, err, _)) = runner.join() {
             report_checkpoints(&format!("live run, {stage}"), &err);
         }
-        let _ = std::fs::remove_dir_all(
-            std::env::temp_dir().join(format!("neardup-e2e-{}", prefix(&format!("live-{stage}")))),
-        );
+        let _ = std::fs::remove_dir_all(checkpoint_dir(&format!("live-{stage}")));
     }
     // The internal records' append times, one per page event, in input order.
     let mut indexed: Vec<i64> = vec![];
