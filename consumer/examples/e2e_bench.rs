@@ -71,7 +71,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// With `--checkpoints`: how many checkpoints a run wrote, and how long input waited for each
-/// and, of that, the state's serialization (the `checkpoint written` lines of its log).
+/// and, of that, the copy of the state (the `checkpoint written` lines of its log).
 fn report_checkpoints(run: &str, log: &str) {
     let field = |line: &str, name: &str| -> Option<f64> {
         line.split(&format!(" {name}="))
@@ -84,7 +84,7 @@ fn report_checkpoints(run: &str, log: &str) {
     let written: Vec<(f64, f64)> = log
         .lines()
         .filter(|l| l.contains("checkpoint written"))
-        .filter_map(|l| Some((field(l, "input_paused")?, field(l, "serialized")?)))
+        .filter_map(|l| Some((field(l, "input_paused")?, field(l, "copied")?)))
         .collect();
     if written.is_empty() {
         return;
@@ -96,7 +96,7 @@ fn report_checkpoints(run: &str, log: &str) {
         .map(|(p, s)| format!("{:.0}/{:.0}", p * 1e3, s * 1e3))
         .collect();
     println!(
-        "{run}: {} checkpoints written, input paused for each: median {:.0} ms, max {:.0} ms (ms paused/serializing, in order: {})",
+        "{run}: {} checkpoints written, input paused for each: median {:.0} ms, max {:.0} ms (ms paused/copying the state, in order: {})",
         paused.len(),
         paused[paused.len() / 2] * 1e3,
         paused[paused.len() - 1] * 1e3,

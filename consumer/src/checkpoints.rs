@@ -17,7 +17,6 @@ use neardup_topology::checkpoint::{self, Header};
 use neardup_topology::{Config, Topology};
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -67,30 +66,33 @@ impl Store {
         Ok(Some(restored))
     }
 
-    /// Replaces the checkpoint with `bytes`, atomically and durably.
-    pub fn save(&self, bytes: &[u8]) -> Result<()> {
+    /// Replaces the checkpoint with what `write` writes to a new file, atomically and durably;
+    /// returns what `write` returns.
+    pub fn save<T>(&self, write: impl FnOnce(&mut fs::File) -> std::io::Result<T>) -> Result<T> {
         let tmp = self.dir.join("checkpoint.tmp");
         let path = self.path();
-        let write = || -> std::io::Result<()> {
+        let save = || -> std::io::Result<T> {
             let mut f = fs::File::create(&tmp)?;
-            f.write_all(bytes)?;
+            let written = write(&mut f)?;
             f.sync_all()?;
             fs::rename(&tmp, &path)?;
             // The rename itself is durable once the directory is synced.
-            fs::File::open(&self.dir)?.sync_all()
+            fs::File::open(&self.dir)?.sync_all()?;
+            Ok(written)
         };
-        write().with_context(|| format!("cannot write the checkpoint {}", path.display()))
+        save().with_context(|| format!("cannot write the checkpoint {}", path.display()))
     }
 }
 
-/// Takes checkpoints into a [`Store`]: the state is serialized at once, while the run loop
-/// waits (the state must not change under it), and the file is written and synced on a thread
-/// of its own, so input resumes without waiting for the disk.
+/// Takes checkpoints into a [`Store`]: the state is copied at once, while the run loop waits
+/// (the state must not change under it), and the copy is serialized into the file, which is
+/// synced, on a thread of its own, so input resumes without waiting for either.
 ///
-/// On this machine's disk, writing the file of the medium crawl's state (26-31 MB) took 0.2 to
-/// 1.3 times as long as serializing it (0.06-0.11 s), and a network volume syncs slower; both
-/// grow with the window (1.5-1.9 GB at 1,000,000 pages), and input waited for both until the
-/// twenty-fourth session. A crash while the file is written leaves the
+/// Serializing the medium crawl's state took 0.06-0.11 s, and writing the file of it (26-31 MB)
+/// 0.2 to 1.3 times as long on this machine's disk (a network volume syncs slower); both grow
+/// with the window (1.5-1.9 GB at 1,000,000 pages). Input waited for both until the
+/// twenty-fourth session, and for the serialization until the twenty-fifth; a copy takes about
+/// a fifth of its time ([`checkpoint::Snapshot`]). A crash while the file is written leaves the
 /// previous checkpoint, which is still valid: it names the offsets its state reflects, and a
 /// restart re-reads from there. One save at a time: [`Saver::begin`] first waits for the one
 /// before (the run loop skips a periodic checkpoint while [`Saver::busy`]).
@@ -100,20 +102,19 @@ pub struct Saver {
     saving: Option<Saving>,
 }
 
-/// A checkpoint whose state is serialized and whose file is being written.
+/// A checkpoint whose state is copied and whose file is being written.
 #[derive(Debug)]
 struct Saving {
-    /// The thread writing the file; it returns the seconds that took.
-    thread: JoinHandle<Result<f64>>,
-    /// When the state was serialized: the age of the checkpoint counts from here.
+    /// The thread writing the file; it returns the seconds that took and the file's length.
+    thread: JoinHandle<Result<(f64, u64)>>,
+    /// When the state was copied: the age of the checkpoint counts from here.
     at: Instant,
-    /// Seconds the state took to serialize (input waited for them).
-    serialized: f64,
-    /// Seconds input waited for the checkpoint, the serialization included.
+    /// Seconds the state took to copy (input waited for them).
+    copied: f64,
+    /// Seconds input waited for the checkpoint, the copy included.
     paused: f64,
     /// Seconds of that the offsets took to commit.
     commit: f64,
-    bytes: usize,
     offsets: BTreeMap<i32, i64>,
 }
 
@@ -131,8 +132,8 @@ impl Saver {
         &self.store
     }
 
-    /// Serializes the state of `topo`, which reflects the records of `topic` before `offsets`,
-    /// and starts writing it, after the write under way (if any) has finished. Returns when
+    /// Copies the state of `topo`, which reflects the records of `topic` before `offsets`, and
+    /// starts writing it, after the write under way (if any) has finished. Returns when
     /// that earlier checkpoint was taken, if it was written (see [`Saver::poll`]). `paused`:
     /// when input stopped for this checkpoint (the records read drained, their outputs
     /// acknowledged, the offsets committed, which took `commit`), which it resumes after this.
@@ -146,27 +147,31 @@ impl Saver {
     ) -> Option<Instant> {
         let before = self.wait();
         let t0 = Instant::now();
-        let body = checkpoint::write(topo, topic, offsets);
-        let serialized = t0.elapsed().as_secs_f64();
+        let snapshot = checkpoint::snapshot(topo, topic, offsets);
+        let copied = t0.elapsed().as_secs_f64();
         let paused = paused.elapsed().as_secs_f64();
         histogram!("neardup_checkpoint_pause_seconds").record(paused);
         let store = self.store.clone();
-        let bytes = body.len();
         let thread = std::thread::Builder::new()
             .name("checkpoint".into())
             .spawn(move || {
                 let t = Instant::now();
-                store.save(&body).map(|()| t.elapsed().as_secs_f64())
+                let bytes = store.save(|file| {
+                    let bytes = snapshot.write_to(file);
+                    // The copy's memory goes back before the sync.
+                    drop(snapshot);
+                    bytes
+                })?;
+                Ok((t.elapsed().as_secs_f64(), bytes))
             });
         match thread {
             Ok(thread) => {
                 self.saving = Some(Saving {
                     thread,
                     at: t0,
-                    serialized,
+                    copied,
                     paused,
                     commit: commit.as_secs_f64(),
-                    bytes,
                     offsets: offsets.clone(),
                 })
             }
@@ -218,19 +223,19 @@ impl Saver {
             .thread
             .join()
             .unwrap_or_else(|_| Err(anyhow!("the thread that wrote it panicked")));
-        let written = match result {
-            Ok(seconds) => seconds,
+        let (written, bytes) = match result {
+            Ok(done) => done,
             Err(e) => {
                 failed(&e);
                 return None;
             }
         };
-        let seconds = s.serialized + written;
+        let seconds = s.copied + written;
         histogram!("neardup_checkpoint_write_seconds").record(seconds);
-        gauge!("neardup_checkpoint_bytes").set(s.bytes as f64);
+        gauge!("neardup_checkpoint_bytes").set(bytes as f64);
         gauge!("neardup_checkpoint_age_seconds").set(s.at.elapsed().as_secs_f64());
         counter!("neardup_checkpoints_total").increment(1);
-        info!(offsets = ?s.offsets, bytes = s.bytes, input_paused = s.paused, commit = s.commit, serialized = s.serialized, seconds, "checkpoint written");
+        info!(offsets = ?s.offsets, bytes, input_paused = s.paused, commit = s.commit, copied = s.copied, seconds, "checkpoint written");
         Some(s.at)
     }
 }
@@ -249,6 +254,7 @@ fn failed(e: &anyhow::Error) {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::io::Write as _;
 
     #[test]
     fn saves_atomically_and_loads_what_it_saved() {
@@ -258,12 +264,10 @@ mod tests {
         assert!(store.load(Config::default(), "t").unwrap().is_none());
         let topo = Topology::new(Config::default());
         let offsets = BTreeMap::from([(0, 7), (3, 9)]);
-        store
-            .save(&checkpoint::write(&topo, "t", &offsets))
-            .unwrap();
-        store
-            .save(&checkpoint::write(&topo, "t", &offsets))
-            .unwrap();
+        let bytes = checkpoint::write(&topo, "t", &offsets);
+        for _ in 0..2 {
+            store.save(|f| f.write_all(&bytes)).unwrap();
+        }
         assert!(!dir.join("checkpoint.tmp").exists());
         let (_, header) = store.load(Config::default(), "t").unwrap().unwrap();
         assert_eq!(header.offsets, offsets);

@@ -866,7 +866,7 @@ pub async fn run(
                     CommitMode::Sync,
                 )?;
                 let offsets = state_offsets(&state_from, &restored, &acked);
-                // The state is serialized now; its file is written while input resumes.
+                // The state is copied now; it is serialized into its file while input resumes.
                 if let Some(at) = tokio::task::block_in_place(|| {
                     saver.begin(
                         &topo,

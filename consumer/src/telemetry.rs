@@ -25,7 +25,7 @@
 //! | `neardup_committed_offset` | gauge | `partition` |
 //! | `neardup_restored_records_total` | counter | |
 //! | `neardup_checkpoint_age_seconds`, `neardup_checkpoint_bytes` | gauge | (with `--checkpoint-dir`: seconds since the last checkpoint written, since the start before the first; its size) |
-//! | `neardup_checkpoint_pause_seconds`, `neardup_checkpoint_write_seconds` | histogram | (how long input waited for a checkpoint: the records read applied, their outputs acknowledged, the offsets committed, the state serialized; the state serialized, then written to the volume and synced on a thread of its own while input goes on) |
+//! | `neardup_checkpoint_pause_seconds`, `neardup_checkpoint_write_seconds` | histogram | (how long input waited for a checkpoint: the records read applied, their outputs acknowledged, the offsets committed, the state copied; the state copied, then serialized into its file on the volume and synced on a thread of its own while input goes on) |
 //! | `neardup_checkpoints_total`, `neardup_checkpoint_failures_total` | counter | (checkpoints written; not written, the run going on) |
 //! | `neardup_consumer_lag` | gauge | `topic`, `partition` (the partitions assigned; 0 for one given up since) |
 //! | `neardup_brokers_up` | gauge | |

@@ -8,9 +8,11 @@
 //!
 //! The whole file is processed (default configuration, collections on unless
 //! `--no-collections`), then the state is checkpointed and restored R times (default 5); medians
-//! are printed. Times are of the serialization and parsing only (no disk): the consumer adds one
-//! file write and read. It also prints the live heap the state holds (every window, pair store,
-//! cluster level, history and index of the topology, URLs included), counted by a global
+//! are printed. Times are of the copy of the state input waits for, the serialization and the
+//! parsing, without the disk: the consumer adds one file write and read; and, for comparison,
+//! of serializing the running state in place, which input waited for until the twenty-fifth
+//! session. It also prints the live heap the state holds (every window, pair store, cluster
+//! level, history and index of the topology, URLs included), counted by a global
 //! allocator that counts bytes asked for and given back (`stats_alloc`): what a deployment's
 //! memory grows by per windowed page, before the allocator's own overhead; and the live heap of
 //! the state restored from the checkpoint, which is what a restarted process holds. `--parts`
@@ -78,15 +80,32 @@ fn main() {
     let pages = topo.near_stats().pages;
     let offsets = BTreeMap::from([(0, lines.len() as i64)]);
 
-    let (mut writes, mut restores) = (vec![], vec![]);
+    let (mut copies, mut writes, mut restores) = (vec![], vec![], vec![]);
+    let mut in_place = vec![];
     let mut size = 0;
+    let mut copy_heap = 0i64;
     let mut restored_heap = 0i64;
     let mut last_restored = None;
     for _ in 0..reps {
+        // What input waits for (`neardup run`), then what the writing thread does.
+        let region = Region::new(GLOBAL);
         let t = Instant::now();
-        let bytes = checkpoint::write(&topo, "bench", &offsets);
+        let snapshot = checkpoint::snapshot(&topo, "bench", &offsets);
+        copies.push(t.elapsed().as_secs_f64());
+        let change = region.change();
+        copy_heap = change.bytes_allocated as i64 - change.bytes_deallocated as i64;
+        let t = Instant::now();
+        let mut bytes = std::io::Cursor::new(Vec::with_capacity(size));
+        snapshot.write_to(&mut bytes).expect("written");
         writes.push(t.elapsed().as_secs_f64());
+        drop(snapshot);
+        let bytes = bytes.into_inner();
         size = bytes.len();
+        let t = Instant::now();
+        let again = checkpoint::write(&topo, "bench", &offsets);
+        in_place.push(t.elapsed().as_secs_f64());
+        assert!(again == bytes, "the snapshot's checkpoint differs");
+        drop(again);
         let region = Region::new(GLOBAL);
         let t = Instant::now();
         let (restored, _) = checkpoint::restore(cfg.clone(), "bench", &bytes).expect("restores");
@@ -96,7 +115,7 @@ fn main() {
         assert_eq!(restored.near_stats().pages, pages);
         last_restored = Some(restored);
     }
-    let (w, r) = (median(writes), median(restores));
+    let (c, w, r) = (median(copies), median(writes), median(restores));
     println!("records                 {}", lines.len());
     println!(
         "windowed pages          {pages} (collections {})",
@@ -117,7 +136,15 @@ fn main() {
         size as f64 / (1 << 20) as f64,
         size as f64 / pages.max(1) as f64
     );
-    println!("write (median of {reps})     {:.3} s", w);
+    println!(
+        "copy (median of {reps})      {c:.3} s, {:.1} MiB (input waits for this)",
+        copy_heap as f64 / (1 << 20) as f64
+    );
+    println!("write (median of {reps})     {w:.3} s (serialization, on the writing thread)");
+    println!(
+        "  serialized in place:   {:.3} s (what input waited for before)",
+        median(in_place)
+    );
     println!("restore (median of {reps})   {:.3} s", r);
     println!("rebuild by re-reading    {rebuild:.3} s (once)");
     println!(

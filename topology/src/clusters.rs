@@ -187,7 +187,7 @@ pub struct ClusterStats {
 }
 
 /// The clusters of one level.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Clusters {
     level: PairLevel,
     policy: CanonicalPolicy,

@@ -68,7 +68,7 @@ struct Published {
 }
 
 /// The collections stage.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Collections {
     cfg: CollectionConfig,
     ids: HashMap<Arc<str>, u32, StrBuild>,

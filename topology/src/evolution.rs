@@ -47,7 +47,7 @@ pub const BUCKETS: [(u64, u64); 7] = [
 ];
 
 /// One round's clusters: URL -> group, group sizes (singletons included).
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Snapshot {
     crawl_id: String,
     group: HashMap<Arc<str>, u32>,
@@ -165,7 +165,7 @@ type Links = HashMap<Arc<str>, Box<str>>;
 type Paragraphs = HashMap<Arc<str>, Box<[u64]>>;
 
 /// The evolution tracker.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Evolution {
     current: Option<String>,
     pages: HashSet<Arc<str>>,

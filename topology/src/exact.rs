@@ -160,7 +160,7 @@ pub struct ExactStats {
 }
 
 /// The exact-duplicate index.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ExactIndex {
     window_ms: i64,
     max_pairs_per_join: usize,

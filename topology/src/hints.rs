@@ -20,7 +20,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// The hint state: what each URL was last told.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Hints {
     /// URL -> (canonical named in its last `keep`/`deprioritize`, the cluster id it named).
     last: HashMap<Arc<str>, (Arc<str>, Arc<str>)>,

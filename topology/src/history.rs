@@ -41,7 +41,7 @@ pub struct Change {
 }
 
 /// The last fetch with content of every URL in the window.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct History {
     window_ms: i64,
     /// Boxed: a fetch is 224 bytes, and a map holding them inline keeps its free buckets at

@@ -16,7 +16,7 @@ use std::sync::Arc;
 type OutLinks = (Box<[Arc<str>]>, Ticket);
 
 /// In-link counts and the out-links they come from.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct InLinks {
     window_ms: i64,
     /// Target URL -> distinct windowed pages linking to it (absent when 0).

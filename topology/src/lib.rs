@@ -349,7 +349,7 @@ struct ClusteredPage {
 }
 
 /// A key shard's state in a shard stage.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct ShardState {
     stage: near::KeyShardStage,
     /// Per partition of the index stage's input, the last origin applied (repeats are skipped).
@@ -403,6 +403,39 @@ struct State {
     /// The URLs the parts hold, one copy each ([`intern`]; rebuilt after a restore).
     #[serde(skip)]
     urls: intern::UrlPool,
+}
+
+impl State {
+    /// A copy of every part, for a checkpoint to write while this state goes on
+    /// ([`checkpoint::snapshot`]). The copy shares the URLs' strings (one more reference each),
+    /// and leaves out the URL pool, which a checkpoint does not hold (a restore rebuilds it from
+    /// the parts). A URL the copy alone still holds stays in the pool until a sweep after the
+    /// copy is dropped.
+    fn snapshot(&self) -> State {
+        State {
+            exact: self.exact.clone(),
+            near: self.near.clone(),
+            similar: self.similar.clone(),
+            identical: self.identical.clone(),
+            mirrors: self.mirrors.clone(),
+            hints: self.hints.clone(),
+            inlinks: self.inlinks.clone(),
+            evolution: self.evolution.clone(),
+            collections: self.collections.clone(),
+            rps: self.rps.clone(),
+            epoch: self.epoch.clone(),
+            history: self.history.clone(),
+            clock: self.clock.clone(),
+            stats: self.stats.clone(),
+            role: self.role,
+            window: self.window.clone(),
+            members: self.members.clone(),
+            origin_upto: self.origin_upto.clone(),
+            sequencer: self.sequencer.clone(),
+            key_shards: self.key_shards.clone(),
+            urls: intern::UrlPool::default(),
+        }
+    }
 }
 
 /// The part of the topology a process runs (DESIGN.md §3). The split stages together give
@@ -2107,8 +2140,8 @@ mod tests {
     /// The running state's parts share one copy of each URL, and so do they after a restore,
     /// where reading the checkpoint made one for every place that held it (`tests/checkpoint.rs`
     /// shows that the restored state goes on as the one written).
-    #[test]
-    fn the_state_holds_one_copy_of_each_url_running_and_restored() {
+    /// Four copies of a page on four hosts and one other page, processed.
+    fn four_copies_and_another() -> Topology {
         let t0 = 1_793_577_600_000;
         let doc: String = (0..200).map(|i| format!("word{i} ")).collect();
         let other: String = (0..200).map(|i| format!("other{i} ")).collect();
@@ -2139,7 +2172,13 @@ mod tests {
         for line in &lines {
             topo.process(line, &src, &mut out);
         }
-        let offsets = BTreeMap::from([(0, lines.len() as i64)]);
+        topo
+    }
+
+    #[test]
+    fn the_state_holds_one_copy_of_each_url_running_and_restored() {
+        let topo = four_copies_and_another();
+        let offsets = BTreeMap::from([(0, 5)]);
         let bytes = checkpoint::write(&topo, "t", &offsets);
         let (restored, _) = checkpoint::restore(Config::default(), "t", &bytes).expect("restores");
         // The running state shares them too: the parts take a new URL from one pool.
@@ -2159,6 +2198,36 @@ mod tests {
             checkpoint::write(&restored, "t", &offsets).len(),
             bytes.len()
         );
+    }
+
+    /// A checkpoint's snapshot shares the state's URLs instead of copying them, and holds no
+    /// URL pool; its body written in chunks of a few bytes is the body written whole (the
+    /// length and hash counted across chunks).
+    #[test]
+    fn a_snapshot_shares_the_urls_and_its_body_is_the_same_in_any_chunks() {
+        let topo = four_copies_and_another();
+        let snap = topo.state.snapshot();
+        let urls = |s: &State| {
+            let mut at: Vec<_> = (s.near.url_copies())
+                .chain(s.exact.url_copies())
+                .chain(s.similar.url_copies())
+                .map(|u| Arc::as_ptr(u) as *const u8 as usize)
+                .collect();
+            at.sort_unstable();
+            at
+        };
+        assert!(!urls(&snap).is_empty());
+        assert_eq!(urls(&snap), urls(&topo.state));
+        assert_eq!(snap.urls.len(), 0);
+        let offsets = BTreeMap::from([(0, 5)]);
+        let whole = checkpoint::write(&topo, "t", &offsets);
+        for chunk in [1, 7, 4096] {
+            let mut out = std::io::Cursor::new(Vec::new());
+            let header = checkpoint::header(&topo, "t", &offsets);
+            let n = checkpoint::write_state(&snap, header, &mut out, chunk).expect("written");
+            assert_eq!(n as usize, whole.len());
+            assert!(out.into_inner() == whole, "chunks of {chunk}");
+        }
     }
 
     /// The windows move with the slowest input partition: a copy that a lagging partition

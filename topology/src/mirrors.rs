@@ -66,7 +66,7 @@ struct Contribution {
     prefixes: Option<PrefixPair>,
 }
 
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct PairEvidence {
     shared: u32,
     agreeing: u32,
@@ -75,7 +75,7 @@ struct PairEvidence {
     reported_prefixes: Vec<[String; 2]>,
 }
 
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct HostCopies {
     clusters: u32,
     session: u32,
@@ -91,7 +91,7 @@ struct SelfCopy {
     prefixes: Option<PrefixPair>,
 }
 
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct ClusterState {
     /// Members by host, each host's URLs sorted (most clusters span a few hosts).
     by_host: SortedMap<Host, Vec<Arc<str>>>,
@@ -100,7 +100,7 @@ struct ClusterState {
 }
 
 /// The mirror stage.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Mirrors {
     cfg: MirrorConfig,
     clusters: HashMap<u32, ClusterState>,

@@ -202,7 +202,7 @@ impl FlatMap {
 /// class below that. Freed blocks are reused by class; when they add up to a quarter of the
 /// array, the live blocks are packed into a new one (lists that grew long leave their
 /// outgrown blocks behind, which no other list may need).
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Lists {
     pages: Vec<u32>,
     /// Per list: where its block starts, and its length with the block's class in the top
@@ -374,7 +374,7 @@ const LIST: u32 = 1 << 31;
 
 /// `u32 key -> pages` in filing order: a key held by one page costs one 8-byte entry of the
 /// map, a key held by several one more entry in the lists and 4 bytes per page.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct MultiMap {
     map: FlatMap,
     lists: Lists,

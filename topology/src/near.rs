@@ -700,7 +700,7 @@ impl Answer<'_> {
 /// exactly one shard and a bucket lists its pages in filing order (removals keep the order), so
 /// the merged answers are the same for any number of shards. In one process an answer borrows
 /// the buckets; a shard in another process would send the same pages.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct KeyShard {
     table: MultiMap,
 }
@@ -826,7 +826,7 @@ trait WindowHost {
 /// its slot holds, which the caller reads from wherever the pages keep their URLs (`url_of`).
 /// A map keyed by the URL (`HashMap<Arc<str>, u32>`) kept a second pointer to every URL beside
 /// the page's own: 24 bytes an entry against 4.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct UrlSlots {
     table: hashbrown::HashTable<u32>,
 }
@@ -873,7 +873,7 @@ impl UrlSlots {
 /// leaves next by event time or by the page budget. It decides from URLs, event times and
 /// whether a fetch brings new content, never from verification, so a [`Sequencer`] can run it
 /// ahead of the verification, with key shards answering in between.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Window {
     /// Rebuilt from the pages after a restore.
     #[serde(skip)]
@@ -1119,7 +1119,7 @@ impl Mask {
 /// keyed by slot number. The slot is multiplied by an odd constant first, a bijection that
 /// spreads consecutive slots over the table's homes (which it takes from a key's high bits).
 /// A `HashMap<u32, Vec<u32>>` cost about 70 bytes per page with pairs.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Partners(MultiMap);
 
 impl Partners {
@@ -1157,7 +1157,7 @@ impl Partners {
 /// a site leaves with its last page and its number is reused, so a crawl that passes millions
 /// of sites through the window holds only the window's (site numbers are only compared between
 /// pages held).
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Sites {
     numbers: HashMap<Box<str>, u32>,
     /// Pages held per site number (0: the number is free).
@@ -1299,7 +1299,7 @@ pub struct Fetch<'a> {
 const URL_PART: &str = "URLs";
 
 /// The sliding-window sketch index with its live pairs.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct NearIndex {
     cfg: NearConfig,
     pages: Vec<Option<Page>>,
@@ -2116,7 +2116,7 @@ pub enum Step {
 /// pages are still being verified (the index stage split by key: sequencer -> key shards ->
 /// verifier). It keeps each windowed page's URL and signatures, to tell an unchanged refetch
 /// and to name the keys that leave.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Sequencer {
     cfg: NearConfig,
     window: Window,
@@ -2264,7 +2264,7 @@ pub struct ShardAnswer {
 /// Shard `index` of `of` key shards on its own, as an instance of an index stage partitioned
 /// by key: it takes a [`Sequencer`]'s steps in order, keeps the buckets of its keys, and answers
 /// each filing for the verifier ([`NearIndex::follow`]).
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct KeyShardStage {
     shard: KeyShard,
     index: usize,

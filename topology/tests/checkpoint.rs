@@ -84,6 +84,65 @@ fn a_restored_topology_continues_as_the_one_that_wrote_the_checkpoint() {
     }
 }
 
+/// A snapshot taken at a barrier and written after the topology has gone on is the checkpoint
+/// of the barrier, byte for byte; a write that fails says why.
+#[test]
+fn a_snapshot_written_later_is_the_checkpoint_of_its_barrier() {
+    let lines = stream();
+    let split = lines.len() / 2;
+    let mut topo = Topology::new(config());
+    process(&mut topo, &lines[..split], 0, &mut Vec::new());
+    let offsets = BTreeMap::from([(0, split as i64)]);
+    let at_barrier = checkpoint::write(&topo, TOPIC, &offsets);
+    let snap = checkpoint::snapshot(&topo, TOPIC, &offsets);
+    process(&mut topo, &lines[split..], split, &mut Vec::new());
+    assert_ne!(checkpoint::write(&topo, TOPIC, &offsets), at_barrier);
+    let mut out = std::io::Cursor::new(Vec::new());
+    let n = snap.write_to(&mut out).expect("written");
+    let later = out.into_inner();
+    assert_eq!(n as usize, later.len());
+    assert!(later == at_barrier, "the snapshot's bytes differ");
+    let (_, header) = checkpoint::restore(config(), TOPIC, &later).expect("restores");
+    assert_eq!(header.records, split as u64);
+
+    /// A volume that fills up after `room` bytes.
+    struct Full {
+        room: u64,
+        at: u64,
+    }
+    impl std::io::Write for Full {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.at + buf.len() as u64 > self.room {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    "no space left",
+                ));
+            }
+            self.at += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl std::io::Seek for Full {
+        fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+            match to {
+                std::io::SeekFrom::Start(at) => self.at = at,
+                _ => unreachable!("the writer seeks from the start"),
+            }
+            Ok(self.at)
+        }
+    }
+    // Full in the header, in the body, and at its last byte.
+    for room in [10, at_barrier.len() as u64 / 2, at_barrier.len() as u64 - 1] {
+        let err = snap
+            .write_to(Full { room, at: 0 })
+            .expect_err("a full volume");
+        assert_eq!(err.kind(), std::io::ErrorKind::StorageFull, "{room}: {err}");
+    }
+}
+
 #[test]
 fn a_checkpoint_that_does_not_fit_is_refused_with_its_cause() {
     let lines = stream();
