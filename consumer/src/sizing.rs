@@ -10,7 +10,9 @@
 //! collections). Before the twenty-third session a restored state was the larger, up to 3.5 KB
 //! with collections, as reading a checkpoint made a copy of a URL for every place that held it.
 //! With the allocator's own overhead, [`BYTES_PER_PAGE`] is the estimate used here, kept at what
-//! it was (its margin grew).
+//! it was (its margin grew). It also covers what a checkpoint holds beside the state while its
+//! file is written: a copy of the state that shares its URLs, 1.4-1.6 KB per windowed page
+//! (before the twenty-fifth session, the checkpoint's bytes, about as many).
 //!
 //! When the process runs under a memory limit (a cgroup's, as in a container), `neardup run`
 //! warns at start if the budget, at its fullest, would need more than the limit, and says which
