@@ -293,13 +293,22 @@ impl Collections {
     /// Closes an epoch: computes the collections from the members of each near-duplicate
     /// cluster (in any order) and the remembered links, and publishes what changed.
     pub fn epoch(&mut self, clusters: Vec<Vec<&str>>, out: &mut Emitter) {
+        self.epoch_with(clusters, out, &mut |u: &str| Arc::from(u));
+    }
+
+    /// [`Self::epoch`], a member these collections have not met yet named by `url_of` (the
+    /// state's [`crate::intern::UrlPool`], to share it with the rest of the state).
+    pub(crate) fn epoch_with(
+        &mut self,
+        clusters: Vec<Vec<&str>>,
+        out: &mut Emitter,
+        url_of: &mut impl FnMut(&str) -> Arc<str>,
+    ) {
         // 1. Trivial clusters, in a deterministic order.
         let mut trivial: Vec<Vec<u32>> = clusters
             .into_iter()
             .map(|members| {
-                let mut m: Vec<u32> = (members.iter())
-                    .map(|u| self.id(u, &mut |u: &str| Arc::from(u)))
-                    .collect();
+                let mut m: Vec<u32> = (members.iter()).map(|u| self.id(u, url_of)).collect();
                 m.sort_by(|a, b| self.names[*a as usize].cmp(&self.names[*b as usize]));
                 m
             })

@@ -1352,7 +1352,8 @@ impl Topology {
                     .map(|(_, m)| m)
                     .collect(),
             };
-            self.state.collections.epoch(members, &mut self.emitter);
+            let urls = &mut self.state.urls;
+            (self.state.collections).epoch_with(members, &mut self.emitter, &mut |u| urls.url(u));
         }
         if let Some(veto) = self.cfg.hm_veto {
             self.hm_veto(veto);
