@@ -91,11 +91,11 @@ impl Store {
 /// Serializing the medium crawl's state took 0.06-0.11 s, and writing the file of it (26-31 MB)
 /// 0.2 to 1.3 times as long on this machine's disk (a network volume syncs slower); both grow
 /// with the window (1.5-1.9 GB at 1,000,000 pages). Input waited for both until the
-/// twenty-fourth session, and for the serialization until the twenty-fifth; a copy takes a
-/// quarter to a seventh of its time ([`checkpoint::Snapshot`]). A crash while the file is written
-/// leaves the previous checkpoint, which is still valid: it names the offsets its state
-/// reflects, and a restart re-reads from there. One save at a time: [`Saver::begin`] first
-/// waits for the one before (the run loop skips a periodic checkpoint while [`Saver::busy`]).
+/// twenty-fourth session, and for the serialization until the twenty-fifth; a copy takes about
+/// a quarter of its time ([`checkpoint::Snapshot`]). A crash while the file is written leaves
+/// the previous checkpoint, which is still valid: it names the offsets its state reflects, and
+/// a restart re-reads from there. One save at a time: [`Saver::begin`] first waits for the one
+/// before (the run loop skips a periodic checkpoint while [`Saver::busy`]).
 #[derive(Debug)]
 pub struct Saver {
     store: Store,

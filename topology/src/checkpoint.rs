@@ -105,11 +105,11 @@ pub fn write(topo: &Topology, topic: &str, offsets: &BTreeMap<i32, i64>) -> Vec<
 /// [`write`] would have at the barrier.
 ///
 /// Input waits while a checkpoint's state is taken, and serializing it took 3-5 µs per windowed
-/// page (10-15 µs under load: seconds for a window of a million pages). A copy takes a quarter
-/// to a seventh of that (`checkpoint_bench`, the medium crawl's state: 0.018 s against 0.130 s,
-/// 0.015 against 0.056 s without collections), and holds less memory than the bytes of the
-/// checkpoint, since it shares the URLs' strings with the state; the checkpoint's bytes are
-/// then written out in pieces, never held whole.
+/// page (10-15 µs under load: seconds for a window of a million pages). A copy takes about a
+/// quarter of that (`checkpoint_bench`, the medium crawl's state: 0.018-0.020 s against
+/// 0.074-0.130 s, 0.011-0.015 against 0.050-0.056 s without collections), and holds less
+/// memory than the bytes of the checkpoint, since it shares the URLs' strings with the state;
+/// the checkpoint's bytes are then written out in pieces, never held whole.
 pub struct Snapshot {
     state: State,
     header: Header,
