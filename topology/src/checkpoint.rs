@@ -1,14 +1,18 @@
 //! Checkpoints: the topology's whole state (windows, pair store, clusters, host-pair evidence,
 //! collections, history, counters) as bytes, with the input offsets it reflects (DESIGN.md §5).
 //!
-//! A checkpoint is a byte string, built and read here without I/O (the consumer decides where it
-//! lives):
+//! A checkpoint is a byte string, built and read here without I/O of this crate's own: it is
+//! written into any `Write + Seek` the consumer gives ([`Snapshot::write_to`]: a file) or into
+//! memory ([`write()`]), and read from bytes (the consumer decides where it lives):
 //!
 //! ```text
 //! NEARDUP-CHECKPOINT\n
-//! {"format":1,"version":"0.1.0","state":"s1-…","topic":"crawl.pages","offsets":{"0":1234},…}\n
+//! {"format":1,"version":"0.1.0","state":"s1-…","topic":"crawl.pages","offsets":{"0":1234},…}   \n
 //! <body: the state, postcard-encoded>
 //! ```
+//!
+//! (the header line padded with spaces, as it is written before the body's length and hash are
+//! known and again after).
 //!
 //! The JSON header line can be read without the body ([`read_header`]: `head -c 4096` shows it).
 //! Restoring refuses, with an error that says what to do, a checkpoint of another format or
@@ -102,7 +106,7 @@ pub fn write(topo: &Topology, topic: &str, offsets: &BTreeMap<i32, i64>) -> Vec<
 
 /// The state of a topology at a barrier, with the offsets it reflects, to be written while the
 /// topology goes on: [`snapshot`] copies the state, and [`Snapshot::write_to`] writes it as
-/// [`write`] would have at the barrier.
+/// [`write()`] would have at the barrier.
 ///
 /// Input waits while a checkpoint's state is taken, and serializing it took 3-5 µs per windowed
 /// page (10-15 µs under load: seconds for a window of a million pages). A copy takes about a
@@ -125,7 +129,7 @@ pub fn snapshot(topo: &Topology, topic: &str, offsets: &BTreeMap<i32, i64>) -> S
 
 impl Snapshot {
     /// Writes the checkpoint to `out`, which must be at its start (a new file): the same bytes
-    /// as [`write`] at the barrier. Returns how many.
+    /// as [`write()`] at the barrier. Returns how many.
     pub fn write_to<W: Write + Seek>(&self, out: W) -> std::io::Result<u64> {
         write_state(&self.state, self.header.clone(), out, CHUNK)
     }
@@ -182,7 +186,11 @@ pub(crate) fn write_state<W: Write + Seek>(
     header.body_bytes = bytes;
     header.body_xxh3 = format!("{hash:016x}");
     let mut line = serde_json::to_vec(&header)?;
-    debug_assert!(line.len() <= width, "the header outgrew its place");
+    if line.len() > width {
+        // Cannot happen (the length was written at its widest, the hash is of fixed width),
+        // but a header cut short would make the checkpoint unreadable.
+        return Err(io::Error::other("the checkpoint header outgrew its place"));
+    }
     line.resize(width, b' ');
     out.seek(SeekFrom::Start(MAGIC.len() as u64))?;
     out.write_all(&line)?;
