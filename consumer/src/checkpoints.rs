@@ -256,10 +256,16 @@ mod tests {
     use std::collections::BTreeMap;
     use std::io::Write as _;
 
+    /// An empty directory of this process's own under the temporary directory.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("neardup-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
     #[test]
     fn saves_atomically_and_loads_what_it_saved() {
-        let dir = std::env::temp_dir().join(format!("neardup-ckpt-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = scratch("ckpt");
         let store = Store::open(&dir).unwrap();
         assert!(store.load(Config::default(), "t").unwrap().is_none());
         let topo = Topology::new(Config::default());
@@ -286,8 +292,7 @@ mod tests {
     /// the one before it in place.
     #[test]
     fn the_saver_writes_in_the_background_and_keeps_the_last_on_failure() {
-        let dir = std::env::temp_dir().join(format!("neardup-saver-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = scratch("saver");
         let mut saver = Saver::new(Store::open(&dir).unwrap());
         assert!(
             saver.poll().is_none() && saver.wait().is_none(),
@@ -357,8 +362,7 @@ mod tests {
     /// (A FIFO in the temporary file's place: opening it to write blocks until it is read.)
     #[test]
     fn a_write_that_hangs_is_waited_for_within_the_limit() {
-        let dir = std::env::temp_dir().join(format!("neardup-hang-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = scratch("hang");
         let mut saver = Saver::new(Store::open(&dir).unwrap());
         let fifo = dir.join("checkpoint.tmp");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
