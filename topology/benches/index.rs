@@ -10,7 +10,10 @@
 //! With `NEARDUP_BENCH_EVENTS` (a `make_crawl.py` events file), the group `index_crawl` also
 //! feeds the index a real crawl's signatures, every record in order (decoded and signed first,
 //! untimed; the window moving with the records' event time), into a new index each iteration:
-//! records per second, `observe` and `advance` included.
+//! records per second, `observe` and `advance` included. `NEARDUP_BENCH_COPIES=K` feeds it the
+//! crawl K times over in one window (`common::crawl::copies`: each copy on hosts of its own,
+//! agreeing with the others only by chance), K times as many windowed pages: K = 47 makes the
+//! medium crawl's 21,000 about a million.
 //! `examples/index_bench.rs` prints the memory per windowed page and the fill rate.
 
 // `criterion_group!` defines an undocumented public function.
@@ -101,6 +104,14 @@ fn crawl(c: &mut Criterion) {
     let cfg = Config::default();
     let inputs = common::crawl::inputs(&cfg, &file)
         .unwrap_or_else(|e| panic!("NEARDUP_BENCH_EVENTS {file}: {e}"));
+    let copies =
+        match std::env::var("NEARDUP_BENCH_COPIES") {
+            Ok(k) => k.parse().ok().filter(|&k: &u32| k > 0).unwrap_or_else(|| {
+                panic!("NEARDUP_BENCH_COPIES={k}: give a whole number, 1 or more")
+            }),
+            Err(_) => 1,
+        };
+    let inputs = common::crawl::copies(&inputs, copies);
     let mut group = c.benchmark_group("index_crawl");
     group.throughput(Throughput::Elements(inputs.len() as u64));
     group.sample_size(10);

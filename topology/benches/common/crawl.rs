@@ -47,3 +47,64 @@ pub fn feed(index: &mut NearIndex, inputs: &[Input], after: &mut dyn FnMut(&Near
         after(index, out.drain().count());
     }
 }
+
+/// The crawl `k` times over, in one window: each input fed `k` times in a row, copy `c > 0` on
+/// hosts of its own (`www.site.example` becomes `www.site-cC.example`, so each copy has sites
+/// of its own) and with every part of its sketch XORed with masks of copy `c` (each min-value
+/// byte, supershingle, simhash bit, the checksum, the text hash and the title). Within a copy,
+/// pages agree where the crawl's pages agree; across copies, only by chance, as unrelated pages
+/// do. So the window is `k` times as large, with the crawl's own near-duplicates, templates and
+/// refetches, and `k` times its pair events.
+pub fn copies(inputs: &[Input], k: u32) -> Vec<Input> {
+    inputs
+        .iter()
+        .flat_map(|input| (0..k).map(move |c| copied(input, c)))
+        .collect()
+}
+
+/// Copy `c` of a crawl's input (copy 0 is the input itself): its host renamed, its sketch
+/// XORed with copy `c`'s masks.
+fn copied((url, sketch, at): &Input, c: u32) -> Input {
+    if c == 0 {
+        return (url.clone(), sketch.clone(), *at);
+    }
+    let host_end = url
+        .find("://")
+        .map(|s| s + 3)
+        .and_then(|h| url[h..].find(['/', ':', '?', '#']).map(|e| h + e))
+        .unwrap_or(url.len());
+    let cut = url[..host_end]
+        .rfind('.')
+        .filter(|&d| d > url.find("://").map_or(0, |s| s + 3))
+        .unwrap_or(host_end);
+    let url = format!("{}-c{c}{}", &url[..cut], &url[cut..]);
+    // A splitmix64 sequence per copy gives its masks.
+    let mut state = u64::from(c).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let sketch = sketch.as_ref().map(|s| {
+        let mut s = s.clone();
+        for m in s.mins.iter_mut() {
+            *m ^= next() as u8;
+        }
+        for ss in s.ss.iter_mut() {
+            *ss ^= next() as u16;
+        }
+        for w in s.simhash.iter_mut() {
+            *w ^= next();
+        }
+        s.checksum ^= next();
+        s.text ^= next();
+        let title = s.title ^ next() as u32;
+        if s.title != 0 && title != 0 {
+            s.title = title;
+        }
+        s
+    });
+    (url, sketch, *at)
+}
