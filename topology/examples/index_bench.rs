@@ -246,16 +246,16 @@ fn crawl(file: &str, reps: usize, copies: u32) {
     }
     let inputs = crawl::copies(&inputs, copies);
     // Feeds every input to a new index; `after` sees the index after each input.
-    let run = |after: &mut dyn FnMut(&NearIndex, usize)| {
+    let run = |after: &mut dyn FnMut(&NearIndex, &mut Emitter)| {
         let mut index = NearIndex::new(cfg.near.clone());
         crawl::feed(&mut index, &inputs, after);
         index
     };
     // One untimed run for the figures, so that the timed runs only feed the index.
     let (mut most, mut events) = (0, 0);
-    let index = run(&mut |index, emitted| {
+    let index = run(&mut |index, out| {
         most = most.max(index.stats().pages);
-        events += emitted;
+        events += out.drain().count();
     });
     let (idx, urls) = index.memory_bytes();
     let st = index.stats();

@@ -7,39 +7,25 @@
 //! Needs the small benchmark crawl (`NEARDUP_BENCH_SMALL=DIR`, as `key_shards.rs`;
 //! `tests/run-all.sh` sets it).
 
+mod common;
 #[path = "../benches/common/crawl.rs"]
 mod crawl;
 
 use neardup_schemas::{OutputKind, PairEvent};
-use neardup_topology::near::{Fetch, NearIndex};
-use neardup_topology::{Config, Emitter};
+use neardup_topology::near::NearIndex;
+use neardup_topology::Config;
 
 /// The pair events of the inputs fed in order, without their event ids (which hash the URLs).
 fn pairs(inputs: &[crawl::Input]) -> Vec<PairEvent> {
-    let mut index = NearIndex::new(Config::default().near);
-    let mut out = Emitter::new();
-    let mut watermark = i64::MIN;
     let mut pairs = Vec::new();
-    for (url, sketch, at) in inputs {
-        if *at > watermark {
-            watermark = *at;
-            index.advance(watermark, None, &mut out);
-        }
-        index.observe(
-            &Fetch {
-                url,
-                sketch: sketch.as_ref(),
-                fetched_at_ms: *at,
-                crawl_id: None,
-            },
-            &mut out,
-        );
+    let mut index = NearIndex::new(Config::default().near);
+    crawl::feed(&mut index, inputs, &mut |_, out| {
         for emit in out.drain().filter(|e| e.kind == OutputKind::Pairs) {
             let mut pair: PairEvent = serde_json::from_slice(&emit.value).unwrap();
             pair.event_id.clear();
             pairs.push(pair);
         }
-    }
+    });
     pairs
 }
 
@@ -56,18 +42,10 @@ fn copy_of(url: &str) -> (u32, String) {
 
 #[test]
 fn each_copy_of_the_bench_crawl_pairs_as_the_crawl_does_and_no_pair_joins_two_copies() {
-    let Some(dir) = std::env::var_os("NEARDUP_BENCH_SMALL") else {
-        if std::env::var_os("NEARDUP_SKIP_BENCH").is_some() {
-            eprintln!("skipped: NEARDUP_SKIP_BENCH is set");
-            return;
-        }
-        panic!(
-            "NEARDUP_BENCH_SMALL is not set: generate the small crawl with \
-             python3 ../shared/bench/make_crawl.py --scale small --rounds 1 --out DIR \
-             and set NEARDUP_BENCH_SMALL=DIR (tests/run-all.sh does both)"
-        );
+    let Some(dir) = common::small_crawl() else {
+        return;
     };
-    let events = std::path::Path::new(&dir).join("events.jsonl");
+    let events = dir.join("events.jsonl");
     let inputs = crawl::inputs(&Config::default(), events.to_str().unwrap()).unwrap();
     let original = pairs(&inputs);
     assert!(original.len() > 500, "{} pair events", original.len());

@@ -7,6 +7,8 @@
 //! pages without images (neardup adds `<img>` URL terms, seed 001 §2, which the benchmark's rules
 //! leave out).
 
+mod common;
+
 use neardup_topology::charset::decode_body;
 use neardup_topology::sketch::minhash::{self, BSketch, MinHasher, Profile};
 use neardup_topology::text::{self, Extraction};
@@ -22,18 +24,9 @@ struct Page {
 
 #[test]
 fn estimated_jaccard_matches_the_benchmark_exact_values() {
-    let Some(dir) = std::env::var_os("NEARDUP_BENCH_SMALL") else {
-        if std::env::var_os("NEARDUP_SKIP_BENCH").is_some() {
-            eprintln!("skipped: NEARDUP_SKIP_BENCH is set");
-            return;
-        }
-        panic!(
-            "NEARDUP_BENCH_SMALL is not set: generate the small crawl with \
-             python3 ../shared/bench/make_crawl.py --scale small --rounds 1 --out DIR \
-             and set NEARDUP_BENCH_SMALL=DIR (tests/run-all.sh does both)"
-        );
+    let Some(dir) = common::small_crawl() else {
+        return;
     };
-    let dir = std::path::PathBuf::from(dir);
     let truth: serde_json::Value =
         serde_json::from_reader(std::fs::File::open(dir.join("truth.json")).unwrap()).unwrap();
     let round = &truth["rounds"][0];

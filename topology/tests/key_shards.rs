@@ -15,6 +15,8 @@
 //! - The small benchmark crawl's real signatures with the default configuration (needs
 //!   `NEARDUP_BENCH_SMALL=DIR`, as `bench_jaccard.rs`; `tests/run-all.sh` sets it).
 
+mod common;
+
 use neardup_topology::near::{
     Fetch, KeyShardStage, NearConfig, NearIndex, NearStats, Policy, Sequencer, ShardAnswer, Sketch,
     Step,
@@ -234,17 +236,7 @@ proptest! {
 
 /// The small benchmark crawl's index inputs, in stream order.
 fn bench_inputs() -> Option<Vec<Input>> {
-    let Some(dir) = std::env::var_os("NEARDUP_BENCH_SMALL") else {
-        if std::env::var_os("NEARDUP_SKIP_BENCH").is_some() {
-            eprintln!("skipped: NEARDUP_SKIP_BENCH is set");
-            return None;
-        }
-        panic!(
-            "NEARDUP_BENCH_SMALL is not set: generate the small crawl with \
-             python3 ../shared/bench/make_crawl.py --scale small --rounds 1 --out DIR \
-             and set NEARDUP_BENCH_SMALL=DIR (tests/run-all.sh does both)"
-        );
-    };
+    let dir = common::small_crawl()?;
     let mut preparer = Preparer::new(&Config::default());
     let events = std::fs::File::open(std::path::Path::new(&dir).join("events.jsonl")).unwrap();
     let mut inputs = Vec::new();

@@ -26,8 +26,12 @@ pub fn inputs(cfg: &Config, path: &str) -> std::io::Result<Vec<Input>> {
 }
 
 /// Feeds every input to `index` in order, the window moving with the event time; `after` sees
-/// the index after each input, with the number of events it emitted.
-pub fn feed(index: &mut NearIndex, inputs: &[Input], after: &mut dyn FnMut(&NearIndex, usize)) {
+/// the index after each input, with the events it emitted (those it leaves are dropped).
+pub fn feed(
+    index: &mut NearIndex,
+    inputs: &[Input],
+    after: &mut dyn FnMut(&NearIndex, &mut Emitter),
+) {
     let mut out = Emitter::new();
     let mut watermark = i64::MIN;
     for (url, sketch, at) in inputs {
@@ -44,7 +48,8 @@ pub fn feed(index: &mut NearIndex, inputs: &[Input], after: &mut dyn FnMut(&Near
             },
             &mut out,
         );
-        after(index, out.drain().count());
+        after(index, &mut out);
+        out.drain();
     }
 }
 

@@ -194,3 +194,21 @@ pub fn exact_copies_stream(pages: usize) -> Vec<Vec<u8>> {
     }
     lines
 }
+
+/// The small benchmark crawl's directory (`NEARDUP_BENCH_SMALL`, made by `make_crawl.py --scale
+/// small --rounds 1`; `tests/run-all.sh` sets it). None, with a line saying so, when
+/// `NEARDUP_SKIP_BENCH` is set instead; a failure saying how to make it when neither is.
+pub fn small_crawl() -> Option<std::path::PathBuf> {
+    let Some(dir) = std::env::var_os("NEARDUP_BENCH_SMALL") else {
+        if std::env::var_os("NEARDUP_SKIP_BENCH").is_some() {
+            eprintln!("skipped: NEARDUP_SKIP_BENCH is set");
+            return None;
+        }
+        panic!(
+            "NEARDUP_BENCH_SMALL is not set: generate the small crawl with \
+             python3 ../shared/bench/make_crawl.py --scale small --rounds 1 --out DIR \
+             and set NEARDUP_BENCH_SMALL=DIR (tests/run-all.sh does both)"
+        );
+    };
+    Some(dir.into())
+}
