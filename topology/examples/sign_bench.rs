@@ -363,7 +363,6 @@ fn breakdown(docs: &[Doc]) {
             }
             if level >= 7 {
                 bag.count(&fps);
-                bag.sort();
                 rp::rp_signature_of_bag(bag.entries().iter().copied(), &params.rp, &mut outf);
             }
         }

@@ -164,10 +164,9 @@ impl Signer {
         sig.c = self.simhasher.simhash(&self.term_fps);
         sig.paragraph_info =
             paragraphs::paragraph_fingerprints(&sig.extraction.text, &mut sig.paragraphs);
-        // RP projects the bag of words: counting it in a table and sorting the distinct terms
-        // (RP's summation order) is cheaper than sorting every token.
+        // RP projects the bag of words, counted in a table (cheaper than sorting every token);
+        // its sum is exact, so the terms need no order.
         self.bag.count(&self.term_fps);
-        self.bag.sort();
         rp::rp_signature_of_bag(
             self.bag.entries().iter().copied(),
             &self.cfg.rp,

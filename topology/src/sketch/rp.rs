@@ -94,38 +94,54 @@ pub fn rp_signature(
 }
 
 /// Fills `out` (cleared first) with the RP signature of a bag given as (distinct term
-/// fingerprint, count) pairs.
+/// fingerprint, count) pairs, in any order.
+///
+/// Each entry π_jt is an integer multiple of 2⁻⁵² ([`entry_units`]), so (Π D)_j is summed
+/// exactly, in integers, and rounded to `f64` once: the sum does not depend on the order of
+/// the bag, which therefore need not be sorted. (A sum in `f64` would round at every term, and
+/// its result would depend on the order.)
 pub fn rp_signature_of_bag(
     bag: impl IntoIterator<Item = (u64, u32)>,
     params: &RpParams,
     out: &mut Vec<f32>,
 ) {
     let k = params.k.min(MAX_K);
-    let mut acc = [0f64; MAX_K];
-    let mut norm2 = 0f64;
-    for (fp, count) in bag {
-        if count == 0 {
-            continue;
-        }
-        let count = f64::from(count);
-        norm2 += count * count;
-        let base = column_base(fp, params.seed);
-        for (j, a) in acc[..k].iter_mut().enumerate() {
-            *a += count * entry(base, j);
-        }
-    }
+    let (acc, norm2) = projection(bag, params.seed, k);
     out.clear();
-    if norm2 == 0.0 {
+    if norm2 == 0 {
         out.resize(k, 0.5);
         return;
     }
     // x_j = acc_j / ‖D‖₂; r_j = 1/2 + x_j / (2√3).
-    let scale = 1.0 / (norm2.sqrt() * 2.0 * 3f64.sqrt());
+    let scale = 1.0 / ((norm2 as f64).sqrt() * 2.0 * 3f64.sqrt());
+    let units = 1.0 / (1u64 << 52) as f64;
     out.extend(
         acc[..k]
             .iter()
-            .map(|&a| (0.5 + a * scale).clamp(0.0, 1.0) as f32),
+            .map(|&a| (0.5 + (a as f64 * units) * scale).clamp(0.0, 1.0) as f32),
     );
+}
+
+/// (Π D)_j for j < `k` in units of 2⁻⁵², and ‖D‖₂², both exact.
+fn projection(
+    bag: impl IntoIterator<Item = (u64, u32)>,
+    seed: u64,
+    k: usize,
+) -> ([i128; MAX_K], u128) {
+    // |count · entry| < 2^32 · 2^52 = 2^84 per term, so 2^43 terms fit in an i128.
+    let mut acc = [0i128; MAX_K];
+    let mut norm2 = 0u128;
+    for (fp, count) in bag {
+        if count == 0 {
+            continue;
+        }
+        norm2 += u128::from(count) * u128::from(count);
+        let base = column_base(fp, seed);
+        for (j, a) in acc[..k].iter_mut().enumerate() {
+            *a += i128::from(count) * i128::from(entry_units(base, j));
+        }
+    }
+    (acc, norm2)
 }
 
 /// L∞ distance of two signatures; infinite when their lengths differ (different K).
@@ -191,12 +207,19 @@ fn column_base(fp: u64, seed: u64) -> u64 {
 }
 
 /// π_jt: the j-th SplitMix64 output from `base`, as a uniform value in \[-1, +1).
+#[cfg(test)]
 fn entry(base: u64, j: usize) -> f64 {
+    entry_units(base, j) as f64 / (1u64 << 52) as f64
+}
+
+/// π_jt in units of 2⁻⁵², an integer in \[-2⁵², 2⁵²): the top 53 bits of the j-th SplitMix64
+/// output from `base`, less 2⁵².
+fn entry_units(base: u64, j: usize) -> i64 {
     let mut z = base.wrapping_add((j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
-    (z >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0
+    (z >> 11) as i64 - (1 << 52)
 }
 
 #[cfg(test)]
@@ -313,6 +336,34 @@ mod tests {
     }
 
     proptest! {
+        /// The projection of a bag is exact, so it does not depend on the bag's order (a sum
+        /// in `f64` would), with counts up to the largest.
+        #[test]
+        fn a_bag_projects_the_same_in_any_order(
+            bag in prop::collection::vec((any::<u64>(), prop_oneof![1u32..4, Just(u32::MAX), any::<u32>()]), 0..300),
+            turn in 0usize..300,
+        ) {
+            let k = 5;
+            let sum = projection(bag.iter().copied(), RP_SEED, k);
+            prop_assert_eq!(projection(bag.iter().rev().copied(), RP_SEED, k), sum);
+            let mut turned = bag.clone();
+            turned.rotate_left(turn.min(bag.len()));
+            prop_assert_eq!(projection(turned.iter().copied(), RP_SEED, k), sum);
+            // Each term adds count · π_jt.
+            let mut by_term = [0i128; MAX_K];
+            for &(fp, count) in &bag {
+                let (one, _) = projection([(fp, count)], RP_SEED, k);
+                for j in 0..k {
+                    by_term[j] += one[j];
+                }
+            }
+            prop_assert_eq!(by_term, sum.0);
+            let (mut a, mut b) = (vec![], vec![]);
+            rp_signature_of_bag(bag.iter().copied(), &RpParams::default(), &mut a);
+            rp_signature_of_bag(turned.iter().copied(), &RpParams::default(), &mut b);
+            prop_assert_eq!(a, b);
+        }
+
         #[test]
         fn signature_invariants(fps in prop::collection::vec(any::<u64>(), 0..200), k in 0usize..12, seed: u64) {
             let p = RpParams { k, seed, ..RpParams::default() };
