@@ -16,14 +16,15 @@
 //!   `NEARDUP_BENCH_SMALL=DIR`, as `bench_jaccard.rs`; `tests/run-all.sh` sets it).
 
 mod common;
+#[path = "../benches/common/crawl.rs"]
+mod crawl;
 
 use neardup_topology::near::{
     Fetch, KeyShardStage, NearConfig, NearIndex, NearStats, Policy, Sequencer, ShardAnswer, Sketch,
     Step,
 };
-use neardup_topology::{Config, Emit, Emitter, Preparer};
+use neardup_topology::{Config, Emit, Emitter};
 use proptest::prelude::*;
-use std::io::BufRead;
 
 const SITES: usize = 3;
 const PATHS: usize = 12;
@@ -236,18 +237,8 @@ proptest! {
 
 /// The small benchmark crawl's index inputs, in stream order.
 fn bench_inputs() -> Option<Vec<Input>> {
-    let dir = common::small_crawl()?;
-    let mut preparer = Preparer::new(&Config::default());
-    let events = std::fs::File::open(std::path::Path::new(&dir).join("events.jsonl")).unwrap();
-    let mut inputs = Vec::new();
-    for line in std::io::BufReader::new(events).split(b'\n') {
-        let prepared = preparer.prepare(&line.unwrap());
-        if let (Some((url, sketch)), Some(at)) = (prepared.index_input(), prepared.event_time_ms())
-        {
-            inputs.push((url.to_owned(), sketch.cloned(), at));
-        }
-    }
-    Some(inputs)
+    let events = common::small_crawl()?.join("events.jsonl");
+    Some(crawl::inputs(&Config::default(), events.to_str().unwrap()).unwrap())
 }
 
 #[test]

@@ -73,15 +73,14 @@ fn copied((url, sketch, at): &Input, c: u32) -> Input {
     if c == 0 {
         return (url.clone(), sketch.clone(), *at);
     }
-    let host_end = url
-        .find("://")
-        .map(|s| s + 3)
-        .and_then(|h| url[h..].find(['/', ':', '?', '#']).map(|e| h + e))
-        .unwrap_or(url.len());
-    let cut = url[..host_end]
+    // The host's last dot (or its end): `www.site.example` -> `www.site-cC.example`.
+    let host = url.find("://").map_or(0, |s| s + 3);
+    let host_end = url[host..]
+        .find(['/', ':', '?', '#'])
+        .map_or(url.len(), |e| host + e);
+    let cut = url[host..host_end]
         .rfind('.')
-        .filter(|&d| d > url.find("://").map_or(0, |s| s + 3))
-        .unwrap_or(host_end);
+        .map_or(host_end, |d| host + d);
     let url = format!("{}-c{c}{}", &url[..cut], &url[cut..]);
     // A splitmix64 sequence per copy gives its masks.
     let mut state = u64::from(c).wrapping_mul(0x9e37_79b9_7f4a_7c15);
