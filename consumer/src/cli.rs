@@ -286,6 +286,13 @@ impl Stage {
         }
     }
 
+    /// True for the stages whose state joins pages of every partition of their input (all but
+    /// sign, which is stateless, and shard, one key shard per partition): one instance per
+    /// group, or with `--lease` one active and the others standing by.
+    pub fn spans_partitions(self) -> bool {
+        !matches!(self, Stage::Sign | Stage::Shard)
+    }
+
     /// True for the stages that hold the clusters (and answer `/clusters`).
     pub fn holds_clusters(self) -> bool {
         matches!(self, Stage::All | Stage::Cluster)
@@ -346,6 +353,14 @@ pub struct RunArgs {
     /// shard before it will pass it more: run shard stages until SIGTERM.
     #[arg(long, env = "NEARDUP_EXIT_AT_END")]
     pub exit_at_end: bool,
+    /// Run a stage whose state spans every partition of its input (all, index, verify, cluster,
+    /// mirror) in one instance of the group at a time: the one holding the lease, a partition of
+    /// PREFIX + `internal.lease` (one partition, never written) in the group GROUP + `.lease`.
+    /// Other instances stand by and take over, state restored, when it stops or dies: run two
+    /// replicas of such a stage for a quick failover. Off: every instance reads the partitions
+    /// the group gives it (sign and shard split the partitions either way).
+    #[arg(long, env = "NEARDUP_LEASE")]
+    pub lease: bool,
     /// Serve the cluster map (`GET /clusters?url=URL`) and `/healthz` over HTTP on this address,
     /// e.g. `0.0.0.0:9090` (off unless given).
     #[arg(long, env = "NEARDUP_HTTP_LISTEN")]

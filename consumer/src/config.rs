@@ -68,6 +68,9 @@ pub struct FileConfig {
     /// Stop at the end of the assigned partitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_at_end: Option<bool>,
+    /// One active instance per group of a stage whose state spans the partitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<bool>,
     /// The dead-letter guard's ratio.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_dead_letter_ratio: Option<f64>,
@@ -409,6 +412,7 @@ pub fn apply_run(
         "checkpoint_interval"
     );
     overlay!(m, a.exit_at_end, f.exit_at_end, "exit_at_end");
+    overlay!(m, a.lease, f.lease, "lease");
     overlay!(
         m,
         a.max_dead_letter_ratio,
@@ -597,6 +601,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         checkpoint_dir: a.checkpoint_dir.clone(),
         checkpoint_interval: Some(Dur(a.checkpoint_interval)),
         exit_at_end: Some(a.exit_at_end),
+        lease: Some(a.lease),
         max_dead_letter_ratio: Some(a.max_dead_letter_ratio),
         dead_letter_window: Some(a.dead_letter_window),
         topology: TopologyFile {

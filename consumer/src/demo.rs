@@ -62,6 +62,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         max_dead_letter_ratio: 0.5,
         dead_letter_window: 1000,
         sign_cache: 64 << 20,
+        lease: false,
     };
     cluster.create_topic(INPUT, INPUT_PARTITIONS, 1)?;
     for topic in opts.output_topics().values() {

@@ -6,8 +6,9 @@
 //!   split stage that holds no clusters (any but `cluster`). The URL is a query parameter, so
 //!   encode it (`curl -G --data-urlencode url=... host:port/clusters`).
 //! - `GET /healthz` — 200 while the process serves (liveness).
-//! - `GET /readyz` — 200 when partitions are assigned, their state is restored and a broker is
-//!   reachable; else 503 with what is missing (readiness).
+//! - `GET /readyz` — 200 when partitions are assigned (or, with `--lease`, when standing by for
+//!   the lease), their state is restored and a broker is reachable; else 503 with what is
+//!   missing (readiness).
 //! - `GET /metrics` — Prometheus text format (see [`crate::telemetry`]).
 //!
 //! The topology has one owner, the run loop: a query travels to it over a channel and is
@@ -152,7 +153,7 @@ async fn clusters(
         ),
         _ => json(
             StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({"error": "the topology is not running (starting or shutting down)"}),
+            serde_json::json!({"error": "the topology is not running here (starting, shutting down, or standing by for the lease: ask the instance holding it)"}),
         ),
     }
 }

@@ -29,6 +29,7 @@ use crate::buffers::Buffers;
 use crate::checkpoints::{Saver, Store};
 use crate::cli::{RunArgs, Stage};
 use crate::http::ClusterQuery;
+use crate::lease::Lease;
 use crate::merge::Merge;
 use crate::telemetry::{self, Health};
 use crate::throttle::{self, Throttle};
@@ -52,7 +53,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -93,6 +94,8 @@ pub struct KafkaOptions {
     pub dead_letter_window: usize,
     /// Bytes of signatures kept to skip signing pages fetched again unchanged (0: none).
     pub sign_cache: usize,
+    /// A stage whose state spans the partitions runs in the lease's holder only (`--lease`).
+    pub lease: bool,
 }
 
 impl From<&RunArgs> for KafkaOptions {
@@ -114,6 +117,7 @@ impl From<&RunArgs> for KafkaOptions {
             max_dead_letter_ratio: a.max_dead_letter_ratio,
             dead_letter_window: a.dead_letter_window.max(1),
             sign_cache: a.topology.sign_cache,
+            lease: a.lease,
         }
     }
 }
@@ -139,6 +143,7 @@ impl KafkaOptions {
             max_dead_letter_ratio: 0.5,
             dead_letter_window: 1,
             sign_cache: 0,
+            lease: false,
         }
     }
 
@@ -175,6 +180,23 @@ impl KafkaOptions {
     /// The internal topic from the last key shard to the verify stage (one partition).
     pub fn answered_topic(&self) -> String {
         format!("{}internal.answered", self.output_prefix)
+    }
+
+    /// The topic whose one partition is the lease of a stage (`--lease`; never written).
+    pub fn lease_topic(&self) -> String {
+        format!("{}internal.lease", self.output_prefix)
+    }
+
+    /// The consumer group whose member assigned the lease's partition runs the stage: of the
+    /// stage's options (see [`KafkaOptions::for_stage`]), its group + `.lease`.
+    pub fn lease_group(&self) -> String {
+        format!("{}.lease", self.group)
+    }
+
+    /// Whether this stage runs under a lease: `--lease`, on a stage whose state spans the
+    /// partitions.
+    pub fn leased(&self) -> bool {
+        self.lease && self.stage.spans_partitions()
     }
 
     /// These options as the stage reads its input: each stage after signing reads the internal
@@ -246,6 +268,9 @@ pub struct RunContext {
     fatal: Arc<std::sync::Mutex<Option<String>>>,
     /// Repeated errors, logged once per period.
     throttle: Arc<Throttle>,
+    /// The last revocation was of partitions lost (the group dropped this member: its session
+    /// expired), not handed over.
+    lost: Arc<AtomicBool>,
 }
 
 /// The producer of `run`: its errors go through the same [`Throttle`] as the consumer's.
@@ -316,6 +341,9 @@ impl ConsumerContext for RunContext {
         let Rebalance::Revoke(tpl) = rebalance else {
             return;
         };
+        if consumer.assignment_lost() {
+            self.lost.store(true, Ordering::Relaxed);
+        }
         // The run loop is inside `recv` (which runs this callback), so every record it applied
         // has all its outputs with the producer: once they are flushed, their offsets may be
         // committed. If the flush fails, nothing is committed: the next owner starts earlier
@@ -490,6 +518,7 @@ pub async fn run(
         .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
     let applied_shared: Arc<std::sync::Mutex<BTreeMap<i32, i64>>> = Arc::default();
     let revoked_shared: Arc<std::sync::Mutex<Vec<i32>>> = Arc::default();
+    let lost: Arc<AtomicBool> = Arc::default();
     let consumer: StreamConsumer<RunContext> = opts
         .client_config(&[
             ("group.id", &opts.group),
@@ -523,6 +552,7 @@ pub async fn run(
             flush_timeout: opts.drain_timeout,
             fatal: fatal.clone(),
             throttle: throttle.clone(),
+            lost: lost.clone(),
         })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
 
@@ -610,9 +640,42 @@ pub async fn run(
     // Only a stage that passed its checks joins the group: a member that joins and then exits
     // on an error can keep the group waiting for it (tansu kept the next instance of the shard
     // stage unassigned for minutes).
-    consumer
-        .subscribe(&[&opts.input_topic])
-        .with_context(|| format!("cannot subscribe to {}", opts.input_topic))?;
+    // Under a lease, the stage's input waits until this instance holds it (crate::lease).
+    let mut lease = if opts.leased() {
+        check_one_partition(&consumer, &opts.lease_topic())?;
+        health.standby.store(true, Ordering::Relaxed);
+        gauge!("neardup_lease_held").set(0.0);
+        Some(Lease::join(opts)?)
+    } else {
+        None
+    };
+    let subscribe = || {
+        consumer
+            .subscribe(&[&opts.input_topic])
+            .with_context(|| format!("cannot subscribe to {}", opts.input_topic))
+    };
+    // Whether the stage reads its input (under a lease: since it took it, in the lease's term
+    // `subscribed_in`).
+    let mut subscribed = lease.is_none();
+    let mut subscribed_in = 0u64;
+    // Why this instance stopped running the stage before it was asked to (its lease lapsed).
+    let mut lapsed: Option<String> = None;
+    if subscribed {
+        subscribe()?;
+    }
+    // A standby takes up the input once it holds the lease.
+    macro_rules! take_up_input {
+        () => {
+            if let Some(term) = lease.as_ref().map(Lease::term) {
+                if term.held && !subscribed {
+                    info!(topic = %opts.input_topic, group = %opts.group, "lease taken: this instance runs the stage now, from where the group's offsets and the state say");
+                    subscribe()?;
+                    (subscribed, subscribed_in) = (true, term.taken);
+                }
+            }
+        };
+    }
+    take_up_input!();
     // The thresholds in effect, where pairs are verified (STYLE: print the effective
     // thresholds, the band S-curve among them, at start-up).
     let verifies = match opts.stage {
@@ -759,6 +822,17 @@ pub async fn run(
                         first.push((q, *qo));
                     }
                 }
+                // And every other partition assigned with nothing read yet (at its end, or
+                // slower), from where the group resumes it: else p's records would be applied
+                // before the state of its records before that is rebuilt, out of event-time
+                // order (a page's previous fetch in one of them went missing from its change).
+                let known: Vec<i32> = first.iter().map(|f| f.0).collect();
+                let more = tokio::task::block_in_place(|| {
+                    resume_offsets(&consumer, &opts.input_topic, |q| {
+                        restored.contains(&q) || known.contains(&q)
+                    })
+                })?;
+                first.extend(more);
                 let mut ranges = Vec::new();
                 for (q, first) in first {
                     restored.insert(q);
@@ -827,6 +901,12 @@ pub async fn run(
 
     loop {
         take_revocations!();
+        if lost.swap(false, Ordering::Relaxed) && lease.is_some() {
+            // Its session in the lease's group likely expired too, and another instance may
+            // hold the lease already: rejoining the input's group would share its partitions.
+            lapsed = Some("the input's consumer group dropped this instance (its session expired: a stall, or the broker out of reach)".into());
+            break;
+        }
         if let Some(why) = fatal.lock().expect("fatal error").take() {
             bail!("{why}; stopping without committing what is in flight");
         }
@@ -901,14 +981,28 @@ pub async fn run(
                     acked.insert(p, o + 1);
                 }
             }
+            term = async { lease.as_mut().expect("a lease").changed().await }, if lease.is_some() => {
+                gauge!("neardup_lease_held").set(if term.held { 1.0 } else { 0.0 });
+                health.standby.store(!term.held, Ordering::Relaxed);
+                if subscribed && (!term.held || term.taken != subscribed_in) {
+                    // Another instance may run the stage now, or did meanwhile (the lease
+                    // lapsed and came back between two looks).
+                    lapsed = Some("the lease's consumer group gave its partition away from this instance (its session there expired: a stall, or the broker out of reach)".into());
+                    break;
+                }
+                take_up_input!();
+            }
             Some(q) = queries.recv() => {
-                // The asker may have gone (a closed connection): nothing to do then.
-                let _ = q.reply.send(crate::http::answer(&topo, &q.url));
+                // The asker may have gone (a closed connection): nothing to do then. A standby's
+                // state is not the stage's: it does not answer (503).
+                if subscribed {
+                    let _ = q.reply.send(crate::http::answer(&topo, &q.url));
+                }
             }
             // A record waited as long as it may for the other partitions: the loop's head
             // applies it.
             _ = tokio::time::sleep_until(merge_wake.unwrap_or_else(tokio::time::Instant::now)), if merge_wake.is_some() => {}
-            _ = checkpoint_tick.tick(), if store.is_some() && checkpoint_due.is_none() => {
+            _ = checkpoint_tick.tick(), if store.is_some() && checkpoint_due.is_none() && subscribed => {
                 if saver.as_ref().is_some_and(Saver::busy) {
                     // A volume slower than the interval: input goes on, and the next tick
                     // tries again, rather than wait here for the file before.
@@ -920,6 +1014,7 @@ pub async fn run(
                 }
             }
             _ = tick.tick() => {
+                take_up_input!();
                 if let Some(t) = last_checkpoint {
                     checkpoint_age.set(t.elapsed().as_secs_f64());
                 }
@@ -1020,6 +1115,8 @@ pub async fn run(
             saver.wait_within(opts.drain_timeout);
             if saver.busy() {
                 warn!("no checkpoint at shutdown: the one before is still being written");
+            } else if !subscribed {
+                // A standby never ran the stage: its state is the one it loaded.
             } else if in_flight.is_empty() {
                 let offsets = state_offsets(&state_from, &restored, &acked);
                 saver.begin(
@@ -1047,6 +1144,21 @@ pub async fn run(
             seconds = limit.as_secs(),
             "the consumer did not leave its group in time; exiting without waiting (outputs are flushed and offsets committed)"
         );
+    }
+    // Only then is the lease handed on: its next holder finds the input's partitions free.
+    if let Some(lease) = lease {
+        if !lease.release(limit) {
+            warn!(
+                seconds = limit.as_secs(),
+                "the lease's consumer did not leave its group in time; the next instance takes the lease at its session timeout"
+            );
+        }
+    }
+    // A holder whose lease lapsed stops rather than rejoin its groups: the member the group
+    // dropped may wait there for minutes (tansu kept one from the lease for over 90 s), a new
+    // process joins at once, and meanwhile the instance that took the lease runs the stage.
+    if let Some(why) = lapsed {
+        bail!("{why}: this instance may no longer hold the lease, so it stopped running the stage (outputs flushed, offsets committed where the group still allowed it); restart it, and it stands by or takes the lease as the group decides");
     }
     Ok(RunOutcome {
         topology: topo,
@@ -1507,6 +1619,36 @@ fn state_offsets(
         }
     }
     offsets
+}
+
+/// The assigned partitions of `topic` but those `skip` names, each with the offset the group
+/// resumes it at (its committed offset; a partition without one starts at its earliest record,
+/// before which there is nothing to rebuild, and is left out).
+fn resume_offsets(
+    consumer: &StreamConsumer<RunContext>,
+    topic: &str,
+    skip: impl Fn(i32) -> bool,
+) -> Result<Vec<(i32, i64)>> {
+    let mut tpl = TopicPartitionList::new();
+    for (t, q) in topic_partitions(&consumer.assignment()?) {
+        if t == topic && !skip(q) {
+            tpl.add_partition(topic, q);
+        }
+    }
+    if tpl.count() == 0 {
+        return Ok(vec![]);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, METADATA_TIMEOUT)
+        .with_context(|| format!("cannot read the committed offsets of {topic}"))?;
+    Ok(committed
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some((e.partition(), o)),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Where re-reading partition `p` starts to rebuild the state it contributed before offset

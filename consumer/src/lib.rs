@@ -15,6 +15,7 @@ pub mod eval;
 pub mod http;
 pub mod kafka;
 pub mod kafka_range;
+pub mod lease;
 pub mod merge;
 pub mod replay;
 pub mod report;

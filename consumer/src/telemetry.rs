@@ -31,6 +31,7 @@
 //! | `neardup_brokers_up` | gauge | |
 //! | `neardup_kafka_errors_total` | counter | `client` (`consumer`, `producer`), `code` (librdkafka's error code): every error the clients report, also those [`crate::throttle`] keeps out of the log |
 //! | `neardup_input_partitions`, `neardup_partitions_owned` | gauge | `topic` (the stage's input topic: its partitions; those assigned to this instance) |
+//! | `neardup_lease_held` | gauge | (with `--lease`, on a stage whose state spans the partitions: 1 while this instance holds the lease and runs the stage, 0 while it stands by) |
 //! | `neardup_state_partial` | gauge | (1 when the stage's state spans every input partition and this instance owns some of them but not all: see [`Health::input`]) |
 
 use metrics::{counter, gauge};
@@ -159,6 +160,8 @@ pub struct Health {
     pub lag_reported: Mutex<BTreeSet<(String, i32)>>,
     /// The stage's input, set once the run knows it.
     pub input: std::sync::OnceLock<Input>,
+    /// Standing by for the lease (`--lease`): ready without partitions.
+    pub standby: AtomicBool,
 }
 
 /// The input topic of the stage this process runs, and whether the stage's state spans every
@@ -233,7 +236,9 @@ impl Health {
         if !self.broker_up.load(Ordering::Relaxed) {
             missing.push("no broker reachable");
         }
-        if self.owned.lock().expect("owned partitions").is_empty() {
+        if self.owned.lock().expect("owned partitions").is_empty()
+            && !self.standby.load(Ordering::Relaxed)
+        {
             missing.push("no partitions assigned");
         }
         if self.restoring.load(Ordering::Relaxed) > 0 {
@@ -275,5 +280,11 @@ mod tests {
         assert_eq!(h.ready(), Ok(()));
         h.restoring.fetch_add(1, Ordering::Relaxed);
         assert_eq!(h.ready(), Err(vec!["restoring state"]));
+        // A standby (--lease) owns nothing and is ready to take over, if a broker is reachable.
+        let standby = Health::default();
+        standby.standby.store(true, Ordering::Relaxed);
+        assert_eq!(standby.ready(), Err(vec!["no broker reachable"]));
+        standby.broker_up.store(true, Ordering::Relaxed);
+        assert_eq!(standby.ready(), Ok(()));
     }
 }

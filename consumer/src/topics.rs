@@ -121,15 +121,22 @@ pub fn plan(opts: &KafkaOptions, cfg: &neardup_topology::Config, split: bool) ->
             purpose: format!("output: {}", kind.short_name()),
         });
     }
+    let mut internal = |name: String, partitions, purpose: &str| {
+        needs.push(Need {
+            name,
+            role: Role::Internal,
+            partitions,
+            purpose: purpose.into(),
+        })
+    };
+    if opts.lease {
+        internal(
+            opts.lease_topic(),
+            Partitions::Exactly(1),
+            "--lease: its one partition is the lease of each stage whose state spans the partitions (never written)",
+        );
+    }
     if split {
-        let mut internal = |name: String, partitions, purpose: &str| {
-            needs.push(Need {
-                name,
-                role: Role::Internal,
-                partitions,
-                purpose: purpose.into(),
-            })
-        };
         internal(opts.internal_topic(), Partitions::AsInput, "sign -> index");
         if cfg.key_shards > 0 {
             internal(
@@ -589,6 +596,56 @@ mod tests {
         let kinds = stage_outputs(Stage::All, &cfg);
         assert!(kinds.contains(&OutputKind::Collections));
         assert!(!kinds.contains(&OutputKind::Mirrors));
+    }
+
+    #[test]
+    fn a_leased_deployment_needs_the_lease_topic_with_one_partition() {
+        let cfg = neardup_topology::Config::default();
+        let leased = KafkaOptions {
+            lease: true,
+            ..opts()
+        };
+        for split in [false, true] {
+            let needs = plan(&leased, &cfg, split);
+            let lease: Vec<_> = needs
+                .iter()
+                .filter(|n| n.name == "nd.internal.lease")
+                .collect();
+            assert_eq!(lease.len(), 1, "{split}");
+            assert_eq!(lease[0].partitions, Partitions::Exactly(1));
+            assert_eq!(lease[0].role, Role::Internal);
+            assert!(!plan(&opts(), &cfg, split)
+                .iter()
+                .any(|n| n.name == "nd.internal.lease"));
+        }
+        // Each stage's lease is its own group's: GROUP.lease for the all-in-one,
+        // GROUP.STAGE.lease for a split stage.
+        assert_eq!(
+            KafkaOptions::example(Stage::All).for_stage().lease_group(),
+            "g.lease"
+        );
+        assert_eq!(
+            KafkaOptions::example(Stage::Cluster)
+                .for_stage()
+                .lease_group(),
+            "g.cluster.lease"
+        );
+        assert!(!KafkaOptions::example(Stage::Sign).leased());
+        let leased = |stage| KafkaOptions {
+            lease: true,
+            ..KafkaOptions::example(stage)
+        };
+        assert!(!leased(Stage::Sign).leased());
+        assert!(!leased(Stage::Shard).leased());
+        for stage in [
+            Stage::All,
+            Stage::Index,
+            Stage::Verify,
+            Stage::Cluster,
+            Stage::Mirror,
+        ] {
+            assert!(leased(stage).leased(), "{stage:?}");
+        }
     }
 
     #[test]

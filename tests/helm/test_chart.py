@@ -508,6 +508,19 @@ class ChartTest(unittest.TestCase):
         self.assertIn("collections = true\n", toml)
         self.assertIn('max_body_bytes = "4MiB"\n', toml)
 
+    def test_a_leased_stateful_stage_may_have_a_standby_replica(self):
+        # config.lease runs the stage in the lease's holder only: a second replica stands by.
+        for sets, stage in [
+            (["config.lease=true", "stages.all.replicas=2"], "all"),
+            (["config.lease=true", "split=true", "stages.cluster.replicas=2"], "cluster"),
+        ]:
+            with self.subTest(sets=sets):
+                r = Render(sets=sets)
+                kinds = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in r.docs if d["kind"] in ("StatefulSet", "Deployment")}
+                self.assertEqual(kinds[stage]["spec"]["replicas"], 2)
+                config = [d for d in r.docs if d["kind"] == "ConfigMap"][0]
+                self.assertIn("lease = true", "".join(config["data"].values()))
+
     def test_misconfigurations_fail_with_a_message_that_says_what_to_do(self):
         cases = [
             (["sasl.enabled=true"], "sasl.existingSecret"),
@@ -522,6 +535,7 @@ class ChartTest(unittest.TestCase):
             (["split=true", "keda.enabled=true", "stages.sign.kind=StatefulSet"], "stages.sign.kind: Deployment"),
             (["prometheusRule.enabled=true"], "needs serviceMonitor.enabled"),
             (["stages.all.replicas=2"], "stages.all.replicas is 2"),
+            (["stages.all.replicas=2"], "or set config.lease: true"),
             (["split=true", "stages.cluster.replicas=3"], "the cluster stage keeps state"),
             (["serviceMonitor.enabled=true", "prometheusRule.enabled=true", "prometheusRule.stalledFor=10"], "stalledFor"),
         ]
