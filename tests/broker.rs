@@ -1566,6 +1566,18 @@ impl LeasePair {
         assert!(body.contains("standing by for the lease"), "{body}");
     }
 
+    /// Sends the first stretch to the first instance, which takes the lease and applies it;
+    /// then starts the second (with `extra` flags), which stands by.
+    async fn start_with_standby(&mut self, extra: &[&str]) -> (KillOnDrop, KillOnDrop) {
+        self.send(0).await;
+        let a = self.spawn(0, &[]);
+        self.wait_holding(0);
+        self.wait_applied(0, self.thirds[0]);
+        let b = self.spawn(1, extra);
+        self.wait_standing_by(1);
+        (a, b)
+    }
+
     /// Every output of an undisturbed run of what was sent arrived and nothing else, and
     /// repeats are identical; the number of repeats.
     fn assert_outputs(&self) -> usize {
@@ -1585,12 +1597,7 @@ impl LeasePair {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leased_stage_stands_by_and_takes_over_when_its_holder_dies() {
     let mut t = LeasePair::new("lease").await;
-    t.send(0).await;
-    let mut a = t.spawn(0, &[]);
-    t.wait_holding(0);
-    t.wait_applied(0, t.thirds[0]);
-    let mut b = t.spawn(1, &["--exit-at-end"]);
-    t.wait_standing_by(1);
+    let (mut a, mut b) = t.start_with_standby(&["--exit-at-end"]).await;
     // The first applies the second stretch, with both partitions, while the second stands by.
     t.send(1).await;
     t.wait_applied(0, t.thirds[1]);
@@ -1640,12 +1647,7 @@ async fn a_leased_stage_stands_by_and_takes_over_when_its_holder_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_lease_holder_stops_when_it_thaws_and_the_standby_runs_on() {
     let mut t = LeasePair::new("leasestop").await;
-    t.send(0).await;
-    let mut a = t.spawn(0, &[]);
-    t.wait_holding(0);
-    t.wait_applied(0, t.thirds[0]);
-    let mut b = t.spawn(1, &[]);
-    t.wait_standing_by(1);
+    let (mut a, mut b) = t.start_with_standby(&[]).await;
     let signal = |pid: u32, sig: &str| {
         assert!(Command::new("kill")
             .args([sig, &pid.to_string()])

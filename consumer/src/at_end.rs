@@ -302,8 +302,9 @@ impl rdkafka::ClientContext for Quiet {
 
 impl rdkafka::consumer::ConsumerContext for Quiet {}
 
-/// The committed offsets of `partitions` of `topic`, of `consumer`'s group.
-fn committed_by<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
+/// The committed offsets of `partitions` of `topic`, of `consumer`'s group (a partition without
+/// one is left out).
+pub(crate) fn committed_by<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
     consumer: &C,
     topic: &str,
     partitions: &[i32],

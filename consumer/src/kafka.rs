@@ -1629,26 +1629,12 @@ fn resume_offsets(
     topic: &str,
     skip: impl Fn(i32) -> bool,
 ) -> Result<Vec<(i32, i64)>> {
-    let mut tpl = TopicPartitionList::new();
-    for (t, q) in topic_partitions(&consumer.assignment()?) {
-        if t == topic && !skip(q) {
-            tpl.add_partition(topic, q);
-        }
-    }
-    if tpl.count() == 0 {
-        return Ok(vec![]);
-    }
-    let committed = consumer
-        .committed_offsets(tpl, METADATA_TIMEOUT)
-        .with_context(|| format!("cannot read the committed offsets of {topic}"))?;
-    Ok(committed
-        .elements()
-        .iter()
-        .filter_map(|e| match e.offset() {
-            Offset::Offset(o) => Some((e.partition(), o)),
-            _ => None,
-        })
-        .collect())
+    let partitions: Vec<i32> = topic_partitions(&consumer.assignment()?)
+        .filter(|(t, q)| t == topic && !skip(*q))
+        .map(|(_, q)| q)
+        .collect();
+    let committed = crate::at_end::committed_by(consumer, topic, &partitions)?;
+    Ok(committed.into_iter().collect())
 }
 
 /// Where re-reading partition `p` starts to rebuild the state it contributed before offset
