@@ -1685,6 +1685,53 @@ async fn a_frozen_lease_holder_stops_when_it_thaws_and_the_standby_runs_on() {
     eprintln!("lease, frozen holder: {repeats} repeated outputs");
 }
 
+/// A split stage with `--lease` (its lease group GROUP.index.lease on the same lease topic), on
+/// a two-partition input: two index instances start together; one takes the lease and indexes
+/// both partitions, the other stands by until it exits at the end, then takes the lease and
+/// finds nothing left. The split run publishes exactly the all-in-one oracle's outputs
+/// (without the lease, each would index one partition and miss the pairs across them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_leased_index_instances_index_the_stream_once() {
+    let s = Setup::with_input_partitions("leasesplit", brokers(), 2).await;
+    let sample = sample_crawl(&SampleOptions::default());
+    let want = produce_alternating(&s, &sample).await;
+    s.create_internal_topics(2).await;
+    s.create_topics(&[(&format!("{}internal.lease", s.prefix), 1)])
+        .await;
+    let mut sign = s.spawn(&["--stage", "sign", "--exit-at-end"]);
+    assert!(wait_exit(&mut sign, Duration::from_secs(120)).success());
+    let logs: Vec<_> = (0..2)
+        .map(|i| std::env::temp_dir().join(format!("neardup-{}-index{i}.log", s.group)))
+        .collect();
+    let mut indexers: Vec<Child> = logs
+        .iter()
+        .map(|log| s.spawn_logged(&["--stage", "index", "--lease", "--exit-at-end"], log))
+        .collect();
+    let applied: Vec<u64> = indexers
+        .iter_mut()
+        .zip(&logs)
+        .map(|(child, log)| {
+            let err = finish_logged(child, log, true);
+            assert!(err.contains("lease taken"), "{err}");
+            summary_number(&err, "input records")
+        })
+        .collect();
+    assert!(
+        applied.contains(&0) && applied.iter().filter(|&&n| n > 0).count() == 1,
+        "one instance indexed the stream and the other nothing: {applied:?}"
+    );
+    let mut cluster = s.spawn(&["--stage", "cluster", "--exit-at-end"]);
+    assert!(wait_exit(&mut cluster, Duration::from_secs(120)).success());
+    // The sign stage publishes the dead letters of the two partitions side by side.
+    let (mut got, mut want) = (s.read_outputs(), want);
+    for out in [&mut got, &mut want] {
+        out.get_mut(&OutputKind::DeadLetter).unwrap().sort();
+    }
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+}
+
 /// A second instance joins the consumer group mid-stream and leaves again (SIGTERM): the
 /// partition moves to it and back (its client id sorts first, so the range assignor gives it the
 /// one partition). Every output of an undisturbed run arrives and nothing else, repeats are

@@ -219,7 +219,7 @@ impl Input {
                 topic = %self.topic,
                 owned = mine,
                 partitions = total,
-                "this {} instance holds {mine} of the {total} partitions of {}: another instance of its consumer group holds the others, and the stage's state spans every partition, so pairs and clusters between pages of partitions held by different instances are missed; run one instance of this stage per group (during a rolling update this passes)",
+                "this {} instance holds {mine} of the {total} partitions of {}: another instance of its consumer group holds the others, and the stage's state spans every partition, so pairs and clusters between pages of partitions held by different instances are missed; run one instance of this stage per group, or every instance with --lease (one runs, the others stand by); during a rolling update this passes",
                 self.stage,
                 self.topic
             );
