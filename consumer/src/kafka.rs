@@ -822,17 +822,21 @@ pub async fn run(
                         first.push((q, *qo));
                     }
                 }
-                // And every other partition assigned with nothing read yet (at its end, or
-                // slower), from where the group resumes it: else p's records would be applied
-                // before the state of its records before that is rebuilt, out of event-time
-                // order (a page's previous fetch in one of them went missing from its change).
-                let known: Vec<i32> = first.iter().map(|f| f.0).collect();
-                let more = tokio::task::block_in_place(|| {
-                    resume_offsets(&consumer, &opts.input_topic, |q| {
-                        restored.contains(&q) || known.contains(&q)
-                    })
-                })?;
-                first.extend(more);
+                // And, where partitions are merged by event time, every other partition
+                // assigned with nothing read yet (at its end, or slower), from where the group
+                // resumes it: else p's records would be applied before the state of its records
+                // before that is rebuilt, out of event-time order (a page's previous fetch in
+                // one of them went missing from its change). (A shard stage's partitions are
+                // shards of their own, each restored when its first record comes.)
+                if merging {
+                    let known: Vec<i32> = first.iter().map(|f| f.0).collect();
+                    let more = tokio::task::block_in_place(|| {
+                        resume_offsets(&consumer, &opts.input_topic, |q| {
+                            restored.contains(&q) || known.contains(&q)
+                        })
+                    })?;
+                    first.extend(more);
+                }
                 let mut ranges = Vec::new();
                 for (q, first) in first {
                     restored.insert(q);
