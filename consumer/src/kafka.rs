@@ -663,19 +663,6 @@ pub async fn run(
     if subscribed {
         subscribe()?;
     }
-    // A standby takes up the input once it holds the lease.
-    macro_rules! take_up_input {
-        () => {
-            if let Some(term) = lease.as_ref().map(Lease::term) {
-                if term.held && !subscribed {
-                    info!(topic = %opts.input_topic, group = %opts.group, "lease taken: this instance runs the stage now, from where the group's offsets and the state say");
-                    subscribe()?;
-                    (subscribed, subscribed_in) = (true, term.taken);
-                }
-            }
-        };
-    }
-    take_up_input!();
     // The thresholds in effect, where pairs are verified (STYLE: print the effective
     // thresholds, the band S-curve among them, at start-up).
     let verifies = match opts.stage {
@@ -994,7 +981,12 @@ pub async fn run(
                     lapsed = Some("the lease's consumer group gave its partition away from this instance (its session there expired: a stall, or the broker out of reach)".into());
                     break;
                 }
-                take_up_input!();
+                // A standby takes up the input once it holds the lease.
+                if term.held && !subscribed {
+                    info!(topic = %opts.input_topic, group = %opts.group, "lease taken: this instance runs the stage now, from where the group's offsets and the state say");
+                    subscribe()?;
+                    (subscribed, subscribed_in) = (true, term.taken);
+                }
             }
             Some(q) = queries.recv() => {
                 // The asker may have gone (a closed connection): nothing to do then. A standby's
@@ -1018,7 +1010,6 @@ pub async fn run(
                 }
             }
             _ = tick.tick() => {
-                take_up_input!();
                 if let Some(t) = last_checkpoint {
                     checkpoint_age.set(t.elapsed().as_secs_f64());
                 }

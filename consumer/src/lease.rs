@@ -31,7 +31,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::ClientConfig;
 use tokio::sync::watch;
 
 use crate::kafka::KafkaOptions;
@@ -57,17 +56,6 @@ pub struct Lease {
     done: mpsc::Receiver<()>,
 }
 
-/// The lease's consumer of `config`, subscribed to `topic`.
-fn member(config: &ClientConfig, topic: &str) -> Result<BaseConsumer> {
-    let consumer: BaseConsumer = config
-        .create()
-        .context("cannot create the lease's Kafka consumer (check --brokers and -X properties)")?;
-    consumer
-        .subscribe(&[topic])
-        .with_context(|| format!("cannot subscribe to the lease topic {topic}"))?;
-    Ok(consumer)
-}
-
 impl Lease {
     /// Joins the lease's group of `opts` (a stage's options: GROUP + `.lease` on
     /// [`KafkaOptions::lease_topic`]). The lease is not held yet: wait for [`Lease::changed`].
@@ -84,7 +72,12 @@ impl Lease {
         ]);
         // The stage's clients report the statistics; this one would only log them.
         config.set("statistics.interval.ms", "0");
-        let consumer = member(&config, &topic)?;
+        let consumer: BaseConsumer = config.create().context(
+            "cannot create the lease's Kafka consumer (check --brokers and -X properties)",
+        )?;
+        consumer
+            .subscribe(&[&topic])
+            .with_context(|| format!("cannot subscribe to the lease topic {topic}"))?;
         let (tx, held) = watch::channel(Term::default());
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done) = mpsc::channel();
