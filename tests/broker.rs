@@ -483,13 +483,18 @@ fn assert_same(kind: OutputKind, got: &[(String, Vec<u8>)], want: &[(String, Vec
 }
 
 /// Sends `signal` (`-KILL`, `-TERM`) to `child` and waits for it to exit (at most a minute).
-fn signal_and_wait(child: &mut Child, signal: &str) -> std::process::ExitStatus {
+fn signal_and_wait(child: &mut Child, sig: &str) -> std::process::ExitStatus {
+    signal(child.id(), sig);
+    wait_exit(child, Duration::from_secs(60))
+}
+
+/// Sends `sig` (`-TERM`, `-STOP`, ...) to the process `pid`.
+fn signal(pid: u32, sig: &str) {
     assert!(Command::new("kill")
-        .args([signal, &child.id().to_string()])
+        .args([sig, &pid.to_string()])
         .status()
         .unwrap()
         .success());
-    wait_exit(child, Duration::from_secs(60))
 }
 
 /// Waits for `child`, whose log goes to the file `log`, to exit (at most two minutes); returns
@@ -1140,10 +1145,22 @@ async fn produce_alternating(
 /// merged order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_of_two_input_partitions_are_applied_in_event_time_order() {
-    let s = Setup::with_input_partitions("merge", brokers(), 2).await;
+    merged_run("merge", &[]).await;
+}
+
+/// The same with a bound of 2 records in flight: the merge waits for a partition while the
+/// other fills the bound, so the run pauses the partition ahead and reads on until the one
+/// awaited has a record (or its wait runs out), then resumes it, and the order is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_ahead_is_paused_while_the_merge_waits_and_the_order_holds() {
+    merged_run("mergepause", &["--max-in-flight", "2"]).await;
+}
+
+async fn merged_run(name: &str, extra: &[&str]) {
+    let s = Setup::with_input_partitions(name, brokers(), 2).await;
     let sample = sample_crawl(&SampleOptions::default());
     let want = produce_alternating(&s, &sample).await;
-    let mut child = s.spawn(&["--exit-at-end"]);
+    let mut child = s.spawn(&[&["--exit-at-end"], extra].concat());
     assert!(wait_exit(&mut child, Duration::from_secs(120)).success());
     let got = s.read_outputs();
     for kind in OutputKind::ALL {
@@ -1196,6 +1213,103 @@ async fn two_sign_instances_split_the_input_and_the_split_run_gives_the_all_in_o
         );
     }
     assert_split_outputs(&s, want);
+}
+
+/// Every split stage runs while the input arrives, the signing shared by two instances, and the
+/// instance signing one partition lags: it is frozen (SIGSTOP, within its session timeout)
+/// while the whole input is sent and the other signs its partition. The index stage's internal
+/// partition from the frozen instance is then at its end, but the sign group has not committed
+/// the input partition to its end, so the index stage waits for it (`crate::upstream`) instead
+/// of applying the other partition's pages first. The run publishes exactly the all-in-one
+/// oracle's outputs, which merges the input partitions by event time. (With `--upstream-wait
+/// 0s`, the index stage applied the running signer's partition first, and the signatures
+/// differed from the oracle's from the first page of the frozen partition on.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_sign_instance_holds_the_index_stage_back_to_event_time_order() {
+    let s = Setup::with_input_partitions("signlag", brokers(), 2).await;
+    s.create_internal_topics(2).await;
+    let dir = Scratch::new(&format!("signlag-{}", s.group.len()));
+    let ports = [free_port(), free_port()];
+    let index_port = free_port();
+    let listen = format!("127.0.0.1:{index_port}");
+    let mut index = KillOnDrop(s.spawn_logged(
+        &["--stage", "index", "--http-listen", &listen],
+        &dir.join("index.log"),
+    ));
+    let mut signers: Vec<KillOnDrop> = (0..2)
+        .map(|i| {
+            let listen = format!("127.0.0.1:{}", ports[i]);
+            let args = ["--stage", "sign", "--http-listen", &listen];
+            KillOnDrop(s.spawn_logged(&args, &dir.join(format!("sign{i}.log"))))
+        })
+        .collect();
+    let logs = || {
+        ["index.log", "sign0.log", "sign1.log"]
+            .iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+                format!("{f}:\n{text}\n")
+            })
+            .collect::<String>()
+    };
+    let wait_until = |what: &str, done: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        while !done() {
+            assert!(
+                started.elapsed() < Duration::from_secs(90),
+                "{what}:\n{}",
+                logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let owned = format!("neardup_partitions_owned{{topic=\"{}\"}}", s.input);
+    wait_until("the sign instances never held a partition each", &|| {
+        ports.iter().all(|&port| metric(port, &owned) == Some(1.0))
+    });
+    signal(signers[1].0.id(), "-STOP");
+    let sample = sample_crawl(&SampleOptions::default());
+    let merged = send_alternating(&s, &sample.records, 0).await;
+    let want = oracle_of(&s, &merged);
+    // The running instance signs its whole partition (whichever of the two it holds).
+    let sizes: Vec<f64> = (0..2)
+        .map(|p| merged.iter().filter(|m| m.1 == p).count() as f64)
+        .collect();
+    wait_until(
+        "the running sign instance never signed its partition",
+        &|| metric(ports[0], "neardup_input_records_total").is_some_and(|n| sizes.contains(&n)),
+    );
+    // Time for the index stage to take those records (it must hold them back).
+    std::thread::sleep(Duration::from_secs(2));
+    signal(signers[1].0.id(), "-CONT");
+    let signatures = format!(
+        "neardup_output_records_total{{kind=\"{}\"}}",
+        OutputKind::Signatures.short_name()
+    );
+    let n = want[&OutputKind::Signatures].len() as f64;
+    wait_until("the index stage never published every signature", &|| {
+        metric(index_port, &signatures) == Some(n)
+    });
+    assert!(
+        signal_and_wait(&mut index.0, "-TERM").success(),
+        "{}",
+        logs()
+    );
+    let mut cluster = s.spawn(&["--stage", "cluster", "--exit-at-end"]);
+    assert!(wait_exit(&mut cluster, Duration::from_secs(120)).success());
+    for signer in &mut signers {
+        assert!(
+            signal_and_wait(&mut signer.0, "-TERM").success(),
+            "{}",
+            logs()
+        );
+    }
+    assert_split_outputs(&s, want);
+    let index_log = std::fs::read_to_string(dir.join("index.log")).unwrap();
+    assert!(
+        index_log.contains("has not yet signed these input partitions"),
+        "{index_log}"
+    );
 }
 
 /// A sign instance SIGKILLed mid-stream, long after its last commit, and restarted: it signs
@@ -1645,13 +1759,6 @@ async fn a_leased_stage_stands_by_and_takes_over_when_its_holder_dies() {
 async fn a_frozen_lease_holder_stops_when_it_thaws_and_the_standby_runs_on() {
     let mut t = LeasePair::new("leasestop").await;
     let (mut a, mut b) = t.start_with_standby(&[]).await;
-    let signal = |pid: u32, sig: &str| {
-        assert!(Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .unwrap()
-            .success());
-    };
     signal(a.0.id(), "-STOP");
     t.wait_holding(1);
     t.send(1).await;

@@ -83,12 +83,7 @@ pub struct EndWatch {
     stage: Stage,
     topic: String,
     chain: Vec<Feeder>,
-    /// Clients reading other groups' committed offsets, by group (made when first needed).
-    clients: HashMap<String, BaseConsumer<Quiet>>,
-    /// Clients of no group reading where a topic ends, by topic.
-    probes: HashMap<String, BaseConsumer<Quiet>>,
-    /// The client configuration, for those.
-    config: rdkafka::ClientConfig,
+    probe: Prober,
     /// What the stage last said it waits for, without offsets (said again when it changes).
     said: Option<String>,
 }
@@ -100,9 +95,7 @@ impl EndWatch {
             stage: opts.stage,
             topic: opts.for_stage().input_topic,
             chain: feeders(opts, key_shards),
-            clients: HashMap::new(),
-            probes: HashMap::new(),
-            config: opts.client_config(&[]),
+            probe: Prober::new(opts),
             said: None,
         }
     }
@@ -163,15 +156,20 @@ impl EndWatch {
                     f.topic
                 )));
             }
-            let committed =
-                committed_by(self.client(&f.group).map_err(err)?, &f.topic, &partitions)
-                    .with_context(|| format!("cannot read group {}'s committed offsets", f.group))
-                    .map_err(err)?;
+            let committed = self
+                .probe
+                .committed(&f.group, &f.topic, &partitions)
+                .map_err(err)?;
             let from: Vec<(i32, Option<i64>)> = partitions
                 .iter()
                 .map(|&p| (p, committed.get(&p).copied()))
                 .collect();
-            if let Some((p, next)) = self.next_record(&f.topic, &from).map_err(err)? {
+            if let Some(&(p, next)) = self
+                .probe
+                .records_after(&f.topic, &from, true)
+                .map_err(err)?
+                .first()
+            {
                 return Ok(Some(format!(
                     "the {} stage (group {}) to finish {}/{p} (committed: {:?}; a record at {next})",
                     f.stage,
@@ -205,7 +203,8 @@ impl EndWatch {
             .map(|p| (*p, applied.get(p).or(group_committed.get(p)).copied()))
             .chain(others.iter().map(|p| (*p, group_committed.get(p).copied())))
             .collect();
-        Ok(self.next_record(&topic, &from).map_err(err)?.map(|(p, next)| {
+        let next = self.probe.records_after(&topic, &from, true).map_err(err)?;
+        Ok(next.first().map(|&(p, next)| {
             let at = from.iter().find(|f| f.0 == p).and_then(|f| f.1);
             if own.contains(&p) {
                 format!("the records of {topic}/{p} still on their way (applied to: {at:?}; a record at {next})")
@@ -214,16 +213,137 @@ impl EndWatch {
             }
         }))
     }
+}
 
-    /// A partition of `topic` with a record at or after its offset in `from` (`None`: the
-    /// partition's start), and that record's offset; `None` if every one ends there, as
-    /// fetches from there say (all partitions at once).
-    fn next_record(
+/// Clients that ask the broker where other groups stand and where topics end, joining no
+/// group (made when first needed, kept for the next question).
+pub struct Prober {
+    /// Clients reading other groups' committed offsets, by group.
+    clients: HashMap<String, BaseConsumer<Quiet>>,
+    /// Clients of no group reading where a topic ends, by topic.
+    probes: HashMap<String, BaseConsumer<Quiet>>,
+    /// The client configuration, for those.
+    config: rdkafka::ClientConfig,
+}
+
+impl Prober {
+    /// With the connection settings of `opts`.
+    pub fn new(opts: &KafkaOptions) -> Self {
+        Prober {
+            clients: HashMap::new(),
+            probes: HashMap::new(),
+            config: opts.client_config(&[]),
+        }
+    }
+
+    /// The committed offsets of `partitions` of `topic` by `group` (a partition without one is
+    /// left out).
+    pub fn committed(
+        &mut self,
+        group: &str,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, i64>> {
+        committed_by(self.client(group)?, topic, partitions)
+            .with_context(|| format!("cannot read group {group}'s committed offsets"))
+    }
+
+    /// The partitions of `topic` (none: it does not exist).
+    pub fn partitions(&mut self, topic: &str) -> Result<Vec<i32>> {
+        let probe = self.probe(topic)?;
+        crate::kafka::partition_ids(probe, topic, ASK_TIMEOUT)
+            .with_context(|| format!("no metadata for {topic}"))
+    }
+
+    /// The partitions of `topic` with a record at or after their offset in `from` (`None`: the
+    /// partition's start), each with that record's offset, as fetches from there say (all
+    /// partitions at once). With `first_only`, the first such partition to answer only.
+    pub fn records_after(
         &mut self,
         topic: &str,
         from: &[(i32, Option<i64>)],
-    ) -> Result<Option<(i32, i64)>> {
-        let probe = match self.probes.entry(topic.to_string()) {
+        first_only: bool,
+    ) -> Result<Vec<(i32, i64)>> {
+        if from.is_empty() {
+            return Ok(Vec::new());
+        }
+        let probe = self.probe(topic)?;
+        let mut tpl = TopicPartitionList::new();
+        for &(p, offset) in from {
+            tpl.add_partition_offset(topic, p, offset.map_or(Offset::Beginning, Offset::Offset))?;
+        }
+        // A new assignment discards what the previous one fetched (librdkafka versions them).
+        probe
+            .assign(&tpl)
+            .with_context(|| format!("cannot read {topic}"))?;
+        let mut answered: Vec<i32> = Vec::new();
+        let mut found: Vec<(i32, i64)> = Vec::new();
+        let deadline = Instant::now() + ASK_TIMEOUT;
+        let answer = loop {
+            if from.iter().all(|(p, _)| answered.contains(p)) || (first_only && !found.is_empty()) {
+                break Ok(found);
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break Err(anyhow!("no answer from {topic} in {ASK_TIMEOUT:?}"));
+            };
+            match probe.poll(left) {
+                Some(Err(KafkaError::PartitionEOF(p))) if !answered.contains(&p) => {
+                    answered.push(p);
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Ok(m)) => {
+                    let p = m.partition();
+                    let asked = from.iter().find(|f| f.0 == p);
+                    if !answered.contains(&p)
+                        && asked.is_some_and(|f| f.1.is_none_or(|o| m.offset() >= o))
+                    {
+                        answered.push(p);
+                        found.push((p, m.offset()));
+                    }
+                }
+                Some(Err(e)) => break Err(anyhow!("reading {topic}: {e}")),
+                None => {}
+            }
+        };
+        probe
+            .unassign()
+            .with_context(|| format!("cannot stop reading {topic}"))?;
+        answer
+    }
+
+    /// The partitions of `topic` with a record at or after their offset in `from` (as
+    /// [`Self::records_after`], without the offsets). A partition whose listed end is past the
+    /// offset is taken without a fetch, which would bring a whole batch of records: the end a
+    /// broker lists is never past the true end (tansu 0.6.0 lists less, the start of the last
+    /// batch plus one), so only the others need a fetch to tell.
+    pub fn partitions_with_records(
+        &mut self,
+        topic: &str,
+        from: &[(i32, Option<i64>)],
+    ) -> Result<HashSet<i32>> {
+        let mut found = HashSet::new();
+        let mut ask = Vec::new();
+        let probe = self.probe(topic)?;
+        for &(p, offset) in from {
+            let (low, high) = probe
+                .fetch_watermarks(topic, p, ASK_TIMEOUT)
+                .with_context(|| format!("cannot read where {topic}/{p} ends"))?;
+            if offset.unwrap_or(low).max(low) < high {
+                found.insert(p);
+            } else {
+                ask.push((p, offset));
+            }
+        }
+        found.extend(
+            self.records_after(topic, &ask, false)?
+                .into_iter()
+                .map(|(p, _)| p),
+        );
+        Ok(found)
+    }
+
+    fn probe(&mut self, topic: &str) -> Result<&BaseConsumer<Quiet>> {
+        Ok(match self.probes.entry(topic.to_string()) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
                 let mut c = self.config.clone();
@@ -240,40 +360,7 @@ impl EndWatch {
                         .context("cannot create a client to read the end of a topic")?,
                 )
             }
-        };
-        let mut tpl = TopicPartitionList::new();
-        for &(p, offset) in from {
-            tpl.add_partition_offset(topic, p, offset.map_or(Offset::Beginning, Offset::Offset))?;
-        }
-        // A new assignment discards what the previous one fetched (librdkafka versions them).
-        probe
-            .assign(&tpl)
-            .with_context(|| format!("cannot read {topic}"))?;
-        let mut at_end: Vec<i32> = Vec::new();
-        let deadline = Instant::now() + ASK_TIMEOUT;
-        let answer = loop {
-            if from.iter().all(|(p, _)| at_end.contains(p)) {
-                break Ok(None);
-            }
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                break Err(anyhow!("no answer from {topic} in {ASK_TIMEOUT:?}"));
-            };
-            match probe.poll(left) {
-                Some(Err(KafkaError::PartitionEOF(p))) => at_end.push(p),
-                Some(Ok(m)) => {
-                    let asked = from.iter().find(|f| f.0 == m.partition());
-                    if asked.is_some_and(|f| f.1.is_none_or(|o| m.offset() >= o)) {
-                        break Ok(Some((m.partition(), m.offset())));
-                    }
-                }
-                Some(Err(e)) => break Err(anyhow!("reading {topic}: {e}")),
-                None => {}
-            }
-        };
-        probe
-            .unassign()
-            .with_context(|| format!("cannot stop reading {topic}"))?;
-        answer
+        })
     }
 
     fn client(&mut self, group: &str) -> Result<&BaseConsumer<Quiet>> {

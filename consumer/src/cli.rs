@@ -389,6 +389,12 @@ pub struct RunArgs {
     /// most this long. 0 applies records in the order they arrive.
     #[arg(long, default_value = "1s", value_parser = parse_duration, env = "NEARDUP_PARTITION_WAIT")]
     pub partition_wait: Duration,
+    /// The index stage of a split topology waits this long at most for a partition of its input
+    /// that the sign stage has not yet signed to the end (an instance that starts later or
+    /// restarts), so that records go in event-time order whichever sign instance runs ahead.
+    /// 0 waits only as --partition-wait says.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "NEARDUP_UPSTREAM_WAIT")]
+    pub upstream_wait: Duration,
     /// Stop (without committing) when more than this share of the last `dead_letter_window`
     /// records went to the dead-letter topic: a broken deployment must not drain the input into
     /// the dead letters. 1 disables the guard.

@@ -59,6 +59,9 @@ pub struct FileConfig {
     /// Bound on a record's wait for the other input partitions (event-time order).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_wait: Option<Dur>,
+    /// Bound on the index stage's wait for what the sign stage has yet to sign.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_wait: Option<Dur>,
     /// Checkpoint directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint_dir: Option<PathBuf>,
@@ -402,6 +405,7 @@ pub fn apply_run(
     overlay!(m, a.max_in_flight, f.max_in_flight, "max_in_flight");
     overlay!(m, a.drain_timeout, f.drain_timeout, "drain_timeout");
     overlay!(m, a.partition_wait, f.partition_wait, "partition_wait");
+    overlay!(m, a.upstream_wait, f.upstream_wait, "upstream_wait");
     if a.checkpoint_dir.is_none() {
         a.checkpoint_dir = f.checkpoint_dir.clone();
     }
@@ -598,6 +602,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         max_in_flight: Some(a.max_in_flight),
         drain_timeout: Some(Dur(a.drain_timeout)),
         partition_wait: Some(Dur(a.partition_wait)),
+        upstream_wait: Some(Dur(a.upstream_wait)),
         checkpoint_dir: a.checkpoint_dir.clone(),
         checkpoint_interval: Some(Dur(a.checkpoint_interval)),
         exit_at_end: Some(a.exit_at_end),

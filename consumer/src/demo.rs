@@ -56,6 +56,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         max_in_flight: 10_000,
         drain_timeout: Duration::from_secs(30),
         partition_wait: Duration::from_secs(1),
+        upstream_wait: Duration::from_secs(60),
         checkpoint_dir: None,
         checkpoint_interval: Duration::from_secs(300),
         stage: crate::cli::Stage::All,

@@ -82,6 +82,8 @@ pub struct KafkaOptions {
     pub drain_timeout: Duration,
     /// Bound on a record's wait for the other input partitions.
     pub partition_wait: Duration,
+    /// Bound on the index stage's wait for an internal partition the sign stage still fills.
+    pub upstream_wait: Duration,
     /// Where checkpoints are kept (none: no checkpoints).
     pub checkpoint_dir: Option<std::path::PathBuf>,
     /// How often one is written.
@@ -111,6 +113,7 @@ impl From<&RunArgs> for KafkaOptions {
             max_in_flight: a.max_in_flight.max(1),
             drain_timeout: a.drain_timeout,
             partition_wait: a.partition_wait,
+            upstream_wait: a.upstream_wait,
             checkpoint_dir: a.checkpoint_dir.clone(),
             checkpoint_interval: a.checkpoint_interval,
             stage: a.stage,
@@ -137,6 +140,7 @@ impl KafkaOptions {
             max_in_flight: 1,
             drain_timeout: Duration::from_secs(1),
             partition_wait: Duration::from_secs(1),
+            upstream_wait: Duration::from_secs(60),
             checkpoint_dir: None,
             checkpoint_interval: Duration::from_secs(1),
             stage,
@@ -399,6 +403,15 @@ impl ConsumerContext for RunContext {
     }
 }
 
+/// The list of `partitions` of `topic`.
+fn tpl_of(topic: &str, partitions: &[i32]) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for &p in partitions {
+        tpl.add_partition(topic, p);
+    }
+    tpl
+}
+
 fn topic_partitions(tpl: &TopicPartitionList) -> impl Iterator<Item = (String, i32)> + '_ {
     tpl.elements()
         .into_iter()
@@ -441,6 +454,19 @@ pub async fn run(
     let mut end_watch = opts
         .exit_at_end
         .then(|| crate::at_end::EndWatch::new(opts, cfg.key_shards));
+    // The index stage waits for the internal partitions the sign stage still fills
+    // (crate::upstream): per partition, the offset after the last record received.
+    let received: Arc<std::sync::Mutex<BTreeMap<i32, i64>>> = Arc::default();
+    let (_upstream, mut upstream) = if opts.stage == Stage::Index
+        && !opts.partition_wait.is_zero()
+        && !opts.upstream_wait.is_zero()
+    {
+        let (watcher, lagging) =
+            crate::upstream::Upstream::watch(opts, opts.for_stage().group, received.clone());
+        (Some(watcher), Some(lagging))
+    } else {
+        (None, None)
+    };
     let opts = &opts.for_stage();
     let started = Instant::now();
     if opts.stage == Stage::All {
@@ -733,6 +759,8 @@ pub async fn run(
     let mut assigned: HashSet<i32> = HashSet::new();
     // Per partition, records read and still being prepared.
     let mut pending: BTreeMap<i32, usize> = BTreeMap::new();
+    // Partitions paused while the merge waits for another one.
+    let mut paused: HashSet<i32> = HashSet::new();
 
     // Forgets the partitions revoked since it last ran (see `take_revocations`); with checkpoints,
     // a checkpoint follows, so the state as it was when the partitions left is kept too.
@@ -905,11 +933,26 @@ pub async fn run(
         // batch at a time, so that acknowledgements, queries and signals are served between.
         let flush = checkpoint_due.is_some();
         let mut more_ready = true;
+        let answer = upstream.as_ref().map(|u| u.borrow().clone());
         for _ in 0..MERGE_BATCH {
+            // The head that goes next is one of those buffered: while any of them came after the
+            // sign stage's latest answer, every partition is taken to lag (crate::upstream).
+            let lagging = answer.as_ref().map(|a| {
+                a.as_ref()
+                    .filter(|a| merge.heads().all(|(h, item)| a.covers(h, item.0)))
+                    .map(|a| &a.lagging)
+            });
             let Some((p, (o, era, payload, prepared))) = merge.pop(
                 &assigned,
-                |q| !at_end.contains(&q) || pending.get(&q).is_some_and(|&n| n > 0),
-                opts.partition_wait,
+                |q| {
+                    if lagging.is_some_and(|l| l.is_none_or(|l| l.contains(&q))) {
+                        Some(opts.upstream_wait.max(opts.partition_wait))
+                    } else if !at_end.contains(&q) || pending.get(&q).is_some_and(|&n| n > 0) {
+                        Some(opts.partition_wait)
+                    } else {
+                        None
+                    }
+                },
                 Instant::now(),
                 flush,
             ) else {
@@ -955,9 +998,37 @@ pub async fn run(
                 checkpoint_due = None;
             }
         }
-        let merge_wake = merge
-            .deadline(opts.partition_wait)
-            .map(tokio::time::Instant::from_std);
+        // While the merge waits past the bound on records in flight, the partitions it holds
+        // records of are paused, so what is read is what it waits for (librdkafka drops what it
+        // fetched of them, and fetches again from the next record on resumption).
+        let waiting = merge.waiting(Instant::now());
+        if waiting && in_flight.len() + preparing.len() + merge.len() >= opts.max_in_flight {
+            let hold: Vec<i32> = merge
+                .heads()
+                .map(|(q, _)| q)
+                .filter(|q| !paused.contains(q))
+                .collect();
+            if !hold.is_empty() {
+                debug!(partitions = ?hold, "paused while the merge waits for another partition");
+                consumer.pause(&tpl_of(&opts.input_topic, &hold))?;
+                paused.extend(hold);
+            }
+        }
+        // Resumed once the wait is over, or once the merge holds nothing more of them (they may
+        // be awaited then). Revoked ones too: librdkafka keeps a partition paused across an
+        // assignment.
+        let resume: Vec<i32> = paused
+            .iter()
+            .copied()
+            .filter(|&q| !waiting || !merge.holds(q))
+            .collect();
+        if !resume.is_empty() {
+            paused.retain(|q| !resume.contains(q));
+            if let Err(e) = consumer.resume(&tpl_of(&opts.input_topic, &resume)) {
+                warn!("cannot resume the partitions {resume:?}: {e}");
+            }
+        }
+        let merge_wake = merge.deadline().map(tokio::time::Instant::from_std);
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -993,6 +1064,12 @@ pub async fn run(
                 // state is not the stage's: it does not answer (503).
                 if subscribed {
                     let _ = q.reply.send(crate::http::answer(&topo, &q.url));
+                }
+            }
+            // The sign stage filled a partition, or lags on another: the loop's head looks again.
+            changed = async { upstream.as_mut().expect("a watch").changed().await }, if upstream.is_some() => {
+                if changed.is_err() {
+                    upstream = None;
                 }
             }
             // A record waited as long as it may for the other partitions: the loop's head
@@ -1036,7 +1113,7 @@ pub async fn run(
             // that has nothing buffered: else a bound below the number of partitions would
             // stall the merge until every wait ran out. Once a wait runs out the bound holds.)
             msg = consumer.recv(), if (in_flight.len() + preparing.len() + merge.len() < opts.max_in_flight
-                || merge.waiting(opts.partition_wait, Instant::now())) && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
+                || merge.waiting(Instant::now())) && preparing.len() < pool.depth() && checkpoint_due.is_none() => match msg {
                 Err(KafkaError::PartitionEOF(p)) => { at_end.insert(p); }
                 Err(e) => throttle::kafka_error(&throttle, "consumer", &e, "polling for records"),
                 Ok(m) => {
@@ -1045,6 +1122,9 @@ pub async fn run(
                     let era = epoch.get(&p).copied().unwrap_or(0);
                     health.broker_up.store(true, Ordering::Relaxed);
                     at_end.remove(&p);
+                    if upstream.is_some() {
+                        received.lock().expect("received offsets").insert(p, o + 1);
+                    }
                     let ready = pool.submit(buffers.copy(m.payload().unwrap_or(&[])))?;
                     *pending.entry(p).or_default() += 1;
                     preparing.push_back(async move { (p, o, era, ready.await) }.boxed());
@@ -1761,7 +1841,7 @@ fn restore_partitions(
                 buffered[i] = true;
             }
             let Some((p, (offset, payload, ready))) =
-                merge.pop(&no_wait, |_| false, Duration::ZERO, Instant::now(), true)
+                merge.pop(&no_wait, |_| None, Instant::now(), true)
             else {
                 break;
             };

@@ -25,5 +25,6 @@ pub mod summary;
 pub mod telemetry;
 pub mod throttle;
 pub mod topics;
+pub mod upstream;
 pub mod warc;
 mod workers;

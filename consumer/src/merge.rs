@@ -9,7 +9,10 @@
 //! goes next, once every assigned partition that may have more data has a head to compare with.
 //! A partition read to its end (with nothing of it still being prepared) is not waited for; one
 //! whose data is slow to come is waited for at most `--partition-wait`, after which records go
-//! on in event-time order among those there.
+//! on in event-time order among those there. The index stage of a split topology also waits,
+//! up to `--upstream-wait`, for a partition of its internal topic that the sign stage has not
+//! yet filled (its input partition not signed to the end: [`crate::upstream`]): that partition
+//! being at its end says nothing while the instance signing it lags.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -21,6 +24,8 @@ pub struct Merge<T> {
     len: usize,
     /// When the current wait for an empty partition began.
     waiting_since: Option<Instant>,
+    /// How long the current wait may last (the longest any awaited partition is waited for).
+    wait: Duration,
 }
 
 impl<T> Default for Merge<T> {
@@ -29,6 +34,7 @@ impl<T> Default for Merge<T> {
             queues: BTreeMap::new(),
             len: 0,
             waiting_since: None,
+            wait: Duration::ZERO,
         }
     }
 }
@@ -62,15 +68,16 @@ impl<T> Merge<T> {
     }
 
     /// The next record to apply: the head with the oldest event time (ties: the lower
-    /// partition). `None` while nothing is buffered, or while an assigned partition that
-    /// `may_have_more` records (not read to its end, or with records still being prepared) has
-    /// nothing buffered and the wait for it, begun at the first such call, is shorter than
-    /// `wait`. With `flush` it never waits (a checkpoint needs every record read applied).
+    /// partition). `None` while nothing is buffered, or while an assigned partition that has
+    /// nothing buffered is awaited and the wait, begun at the first such call, is shorter than
+    /// the longest `wait_for` of the awaited partitions (`wait_for(p)`: how long `p` may be
+    /// waited for, `None` if it has nothing more to give, being read to its end with nothing
+    /// still being prepared). With `flush` it never waits (a checkpoint needs every record read
+    /// applied).
     pub fn pop(
         &mut self,
         assigned: &HashSet<i32>,
-        may_have_more: impl Fn(i32) -> bool,
-        wait: Duration,
+        wait_for: impl Fn(i32) -> Option<Duration>,
         now: Instant,
         flush: bool,
     ) -> Option<(i32, T)> {
@@ -78,16 +85,20 @@ impl<T> Merge<T> {
             self.waiting_since = None;
             return None;
         }
-        let awaited = assigned
+        let wait = assigned
             .iter()
-            .any(|&p| may_have_more(p) && self.queues.get(&p).is_none_or(VecDeque::is_empty));
-        if awaited && !flush {
-            let since = *self.waiting_since.get_or_insert(now);
-            if now < since + wait {
-                return None;
+            .filter(|p| self.queues.get(p).is_none_or(VecDeque::is_empty))
+            .filter_map(|&p| wait_for(p))
+            .max();
+        match wait {
+            Some(wait) if !flush => {
+                let since = *self.waiting_since.get_or_insert(now);
+                self.wait = wait;
+                if now < since + wait {
+                    return None;
+                }
             }
-        } else {
-            self.waiting_since = None;
+            _ => self.waiting_since = None,
         }
         let (&partition, _) = self
             .queues
@@ -102,13 +113,19 @@ impl<T> Merge<T> {
     /// A wait for a partition's next record holds the buffered records back at `now`: the run
     /// loop reads on, past its bound on records in flight, since nothing buffered can go before
     /// that record arrives (or the wait runs out, and the bound holds again).
-    pub fn waiting(&self, wait: Duration, now: Instant) -> bool {
-        self.waiting_since.is_some_and(|since| now < since + wait)
+    pub fn waiting(&self, now: Instant) -> bool {
+        self.waiting_since
+            .is_some_and(|since| now < since + self.wait)
     }
 
     /// When the current wait ends, if one is under way.
-    pub fn deadline(&self, wait: Duration) -> Option<Instant> {
-        self.waiting_since.map(|since| since + wait)
+    pub fn deadline(&self) -> Option<Instant> {
+        self.waiting_since.map(|since| since + self.wait)
+    }
+
+    /// Whether `partition` has records buffered.
+    pub fn holds(&self, partition: i32) -> bool {
+        self.queues.get(&partition).is_some_and(|q| !q.is_empty())
     }
 }
 
@@ -133,7 +150,7 @@ mod tests {
         m.push(1, Some(30), "b30");
         let now = Instant::now();
         let mut order = vec![];
-        while let Some((_, x)) = m.pop(&set(&[0, 1]), |_| false, WAIT, now, false) {
+        while let Some((_, x)) = m.pop(&set(&[0, 1]), |_| None, now, false) {
             order.push(x);
         }
         // b's dead letter waits behind b20 (order within a partition is kept); ties go to the
@@ -149,39 +166,39 @@ mod tests {
         m.push(0, Some(50), "a50");
         m.push(0, Some(60), "a60");
         let assigned = set(&[0, 1]);
-        assert!(!m.waiting(WAIT, t0));
-        assert!(m.pop(&assigned, |_| true, WAIT, t0, false).is_none());
-        assert_eq!(m.deadline(WAIT), Some(t0 + WAIT));
+        assert!(!m.waiting(t0));
+        assert!(m.pop(&assigned, |_| Some(WAIT), t0, false).is_none());
+        assert_eq!(m.deadline(), Some(t0 + WAIT));
         assert!(
-            m.waiting(WAIT, t0 + WAIT / 2),
+            m.waiting(t0 + WAIT / 2),
             "the run loop may read past its bound now"
         );
-        assert!(!m.waiting(WAIT, t0 + WAIT), "not once the wait ran out");
+        assert!(!m.waiting(t0 + WAIT), "not once the wait ran out");
         // Partition 1's older record arrives in time: it goes first.
         m.push(1, Some(40), "b40");
         let t1 = t0 + WAIT / 2;
         assert_eq!(
-            m.pop(&assigned, |_| true, WAIT, t1, false),
+            m.pop(&assigned, |_| Some(WAIT), t1, false),
             Some((1, "b40"))
         );
         assert_eq!(
-            m.deadline(WAIT),
+            m.deadline(),
             None,
             "no wait under way after a pop without one"
         );
-        assert!(!m.waiting(WAIT, t1));
+        assert!(!m.waiting(t1));
         // Partition 1 is empty again: wait anew, then go on without it.
-        assert!(m.pop(&assigned, |_| true, WAIT, t1, false).is_none());
+        assert!(m.pop(&assigned, |_| Some(WAIT), t1, false).is_none());
         let late = t1 + WAIT;
         assert_eq!(
-            m.pop(&assigned, |_| true, WAIT, late, false),
+            m.pop(&assigned, |_| Some(WAIT), late, false),
             Some((0, "a50"))
         );
         assert_eq!(
-            m.pop(&assigned, |_| true, WAIT, late, false),
+            m.pop(&assigned, |_| Some(WAIT), late, false),
             Some((0, "a60"))
         );
-        assert_eq!(m.pop(&assigned, |_| true, WAIT, late, false), None);
+        assert_eq!(m.pop(&assigned, |_| Some(WAIT), late, false), None);
     }
 
     #[test]
@@ -190,11 +207,41 @@ mod tests {
         let mut m = Merge::default();
         m.push(0, Some(5), 5);
         assert_eq!(
-            m.pop(&set(&[0, 1]), |p| p == 0, WAIT, t0, false),
+            m.pop(&set(&[0, 1]), |p| (p == 0).then_some(WAIT), t0, false),
             Some((0, 5))
         );
         m.push(0, Some(6), 6);
-        assert_eq!(m.pop(&set(&[0, 1]), |_| true, WAIT, t0, true), Some((0, 6)));
+        assert_eq!(m.pop(&set(&[0, 1]), |_| Some(WAIT), t0, true), Some((0, 6)));
+    }
+
+    #[test]
+    fn a_partition_the_stage_before_still_fills_is_waited_for_longer() {
+        let mut m = Merge::default();
+        let t0 = Instant::now();
+        m.push(0, Some(50), "a50");
+        let assigned = set(&[0, 1, 2]);
+        let long = WAIT * 30;
+        // Partition 1 is slow in its own topic; partition 2's signer lags.
+        let wait_for = |p| match p {
+            1 => Some(WAIT),
+            2 => Some(long),
+            _ => None,
+        };
+        assert!(m.pop(&assigned, wait_for, t0, false).is_none());
+        assert_eq!(m.deadline(), Some(t0 + long));
+        assert!(
+            m.pop(&assigned, wait_for, t0 + WAIT, false).is_none(),
+            "past the short wait, the long one holds"
+        );
+        assert!(m.waiting(t0 + WAIT));
+        // Partition 2's record arrives: only partition 1's wait is left, and it ran out.
+        m.push(2, Some(60), "c60");
+        assert!(m.holds(2) && !m.holds(1));
+        assert_eq!(
+            m.pop(&assigned, wait_for, t0 + WAIT, false),
+            Some((0, "a50"))
+        );
+        assert!(!m.waiting(t0 + WAIT));
     }
 
     proptest! {
@@ -215,7 +262,7 @@ mod tests {
             let mut heads = vec![0usize; parts.len()];
             let assigned: HashSet<i32> = (0..parts.len() as i32).collect();
             let now = Instant::now();
-            while let Some((p, item)) = m.pop(&assigned, |_| false, WAIT, now, false) {
+            while let Some((p, item)) = m.pop(&assigned, |_| None, now, false) {
                 let want = (0..parts.len())
                     .filter(|&q| heads[q] < parts[q].len())
                     .min_by_key(|&q| (parts[q][heads[q]].unwrap_or(i64::MIN), q))
