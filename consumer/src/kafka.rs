@@ -456,7 +456,7 @@ pub async fn run(
         .then(|| crate::at_end::EndWatch::new(opts, cfg.key_shards));
     // The index stage waits for the internal partitions the sign stage still fills
     // (crate::upstream): per partition, the offset after the last record received.
-    let received: Arc<std::sync::Mutex<BTreeMap<i32, i64>>> = Arc::default();
+    let received: Arc<std::sync::Mutex<crate::upstream::Received>> = Arc::default();
     let (_upstream, mut upstream) = if opts.stage == Stage::Index
         && !opts.partition_wait.is_zero()
         && !opts.upstream_wait.is_zero()
@@ -1123,7 +1123,7 @@ pub async fn run(
                     health.broker_up.store(true, Ordering::Relaxed);
                     at_end.remove(&p);
                     if upstream.is_some() {
-                        received.lock().expect("received offsets").insert(p, o + 1);
+                        received.lock().expect("received offsets").internal.insert(p, o + 1);
                     }
                     let ready = pool.submit(buffers.copy(m.payload().unwrap_or(&[])))?;
                     *pending.entry(p).or_default() += 1;
@@ -1141,6 +1141,11 @@ pub async fn run(
                     continue;
                 }
                 let prepared = prepared.map_err(|e| anyhow!("{e} ({}/{p} offset {o}, not committed)", opts.input_topic))?;
+                if let (Some(_), Ready::Page(page)) = (&upstream, &prepared) {
+                    if let Some((q, at)) = page.origin() {
+                        received.lock().expect("received offsets").input.insert(q, at + 1);
+                    }
+                }
                 if merging {
                     if !assigned.contains(&p) {
                         assigned = assignment(&consumer)?;

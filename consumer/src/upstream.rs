@@ -50,6 +50,17 @@ impl Answer {
     }
 }
 
+/// What the index stage has received, per partition (the internal topic's and the input's
+/// partitions have the same numbers).
+#[derive(Debug, Clone, Default)]
+pub struct Received {
+    /// The offset after the last record received of each internal partition.
+    pub internal: BTreeMap<i32, i64>,
+    /// The input offset after the last page received (and decoded) from each partition: the sign
+    /// stage has signed the input partition that far.
+    pub input: BTreeMap<i32, i64>,
+}
+
 /// The latest answer; `None` until the first (every partition is then taken to lag).
 pub type Lagging = Option<Answer>;
 
@@ -68,7 +79,7 @@ impl Upstream {
     pub fn watch(
         opts: &KafkaOptions,
         index_group: String,
-        received: Arc<Mutex<BTreeMap<i32, i64>>>,
+        received: Arc<Mutex<Received>>,
     ) -> (Upstream, watch::Receiver<Lagging>) {
         let (tx, rx) = watch::channel(None);
         let stop = Arc::new(AtomicBool::new(false));
@@ -135,8 +146,9 @@ impl Drop for Upstream {
     }
 }
 
-/// The partitions of `internal` that may still get records: those whose input partition the
-/// sign group has not committed to its end, and those holding records past what the index
+/// The partitions of `internal` that may still get records: those whose input partition has
+/// records past the sign group's commit and past the last page the index stage received of
+/// it, and those holding records past what the index
 /// stage had received when asked (or, for a partition it had received nothing of, past its
 /// group's commit).
 fn lagging(
@@ -145,15 +157,20 @@ fn lagging(
     input: &str,
     index_group: &str,
     internal: &str,
-    received: &Mutex<BTreeMap<i32, i64>>,
+    received: &Mutex<Received>,
 ) -> anyhow::Result<Answer> {
     // What the index stage has received, before the sign stage's commits are read.
     let got = received.lock().expect("received offsets").clone();
     let partitions = probe.partitions(input)?;
     let signed = probe.committed(sign_group, input, &partitions)?;
+    // Signed up to the group's commit, or up to the last page received if further (the commit
+    // follows by up to the sign stage's --commit-interval).
     let from: Vec<(i32, Option<i64>)> = partitions
         .iter()
-        .map(|&p| (p, signed.get(&p).copied()))
+        .map(|&p| {
+            let through = [signed.get(&p), got.input.get(&p)].into_iter().flatten().max();
+            (p, through.copied())
+        })
         .collect();
     let mut lag = probe.partitions_with_records(input, &from)?;
     // Read after the sign group's commits: what they cover is in the internal topic now.
@@ -165,16 +182,36 @@ fn lagging(
     let unseen: Vec<i32> = filled
         .iter()
         .copied()
-        .filter(|p| !got.contains_key(p))
+        .filter(|p| !got.internal.contains_key(p))
         .collect();
     let committed = probe.committed(index_group, internal, &unseen)?;
     let from: Vec<(i32, Option<i64>)> = filled
         .iter()
-        .map(|&p| (p, got.get(&p).or(committed.get(&p)).copied()))
+        .map(|&p| (p, got.internal.get(&p).or(committed.get(&p)).copied()))
         .collect();
     lag.extend(probe.partitions_with_records(internal, &from)?);
     Ok(Answer {
         lagging: lag,
-        as_of: got,
+        as_of: got.internal,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_holds_only_for_records_received_before_it_was_asked() {
+        let answer = Answer {
+            lagging: [1].into_iter().collect(),
+            as_of: [(0, 10), (1, 4)].into_iter().collect(),
+        };
+        assert!(answer.covers(0, 9));
+        assert!(!answer.covers(0, 10), "received after the question");
+        assert!(answer.covers(1, 3));
+        assert!(
+            !answer.covers(2, 0),
+            "a partition it knew nothing of when asked"
+        );
+    }
 }

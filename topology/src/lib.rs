@@ -1709,6 +1709,12 @@ impl Prepared {
         self.0.as_ref().ok().map(|p| p.page.fetched_at_ms)
     }
 
+    /// For a page read back from the sign stage: the input partition and offset that stage
+    /// read it at.
+    pub fn origin(&self) -> Option<(i32, i64)> {
+        self.0.as_ref().ok()?.origin
+    }
+
     /// What the sketch index sees of the page: its URL and its sketch (`None` for a fetch
     /// without content), or `None` for a record that cannot be decoded. For benchmarks and tools
     /// that drive a [`near::NearIndex`] themselves.
