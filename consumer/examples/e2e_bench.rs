@@ -7,7 +7,7 @@
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
 //!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S] \
-//!     [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]
+//!     [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -31,6 +31,11 @@
 //! hop's delay (page produced -> `internal.signed` -> `internal.indexed`, record by record,
 //! and from a page's `internal.indexed` record to its pair events);
 //! `--live-stages sign,index` runs only the stages listed.
+//!
+//! `--live-partitions N` gives step 4's input topic (and its `internal.signed`) N partitions,
+//! record i going to partition i % N: the all-in-one process, or the index stage, then merges
+//! the partitions by event time while they arrive, and the latency includes its waits (the
+//! index stage's wait for what the sign stage has yet to sign among them).
 //!
 //! `--echo-baseline` runs, before and after step 4, a consumer that only passes each record on
 //! (with neardup's client settings), fed the same records at the same rate: the delay the broker
@@ -129,11 +134,15 @@ fn config(brokers: &str) -> ClientConfig {
     c
 }
 
-fn create_topics(brokers: &str, names: &[String]) {
+/// Creates the topics `names`, each with one partition, but those in `wide`, with `partitions`.
+fn create_topics(brokers: &str, names: &[String], wide: &[String], partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = config(brokers).create().expect("admin");
     let topics: Vec<NewTopic> = names
         .iter()
-        .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
+        .map(|n| {
+            let p = if wide.contains(n) { partitions } else { 1 };
+            NewTopic::new(n, p, TopicReplication::Fixed(1))
+        })
         .collect();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -150,6 +159,17 @@ fn create_topics(brokers: &str, names: &[String]) {
 /// Produces `lines` to `topic`; with `rate`, paced to that many records per second. Returns the
 /// produce time (ms) of each record.
 fn produce(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: Option<f64>) -> Vec<i64> {
+    produce_to(brokers, topic, lines, rate, 1)
+}
+
+/// [`produce`] to `partitions` partitions, record `i` to partition `i % partitions`.
+fn produce_to(
+    brokers: &str,
+    topic: &str,
+    lines: &[Vec<u8>],
+    rate: Option<f64>,
+    partitions: i32,
+) -> Vec<i64> {
     let producer: BaseProducer = config(brokers)
         .set("linger.ms", "5")
         .set("queue.buffering.max.kbytes", "1048576")
@@ -182,10 +202,11 @@ fn produce(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: Option<f64>) -> 
         }
         let t = now_ms();
         times.push(t);
-        send(
-            &producer,
-            BaseRecord::<(), [u8]>::to(topic).payload(l).timestamp(t),
-        );
+        let mut record = BaseRecord::<(), [u8]>::to(topic).payload(l).timestamp(t);
+        if partitions > 1 {
+            record = record.partition(i as i32 % partitions);
+        }
+        send(&producer, record);
         producer.poll(Duration::ZERO);
     }
     producer.flush(Duration::from_secs(300)).expect("flush");
@@ -362,7 +383,7 @@ fn spread(sorted: &[i64]) -> String {
 const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
      [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
      [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] \
-     [--live-stages S,S] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]\n\
+     [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]\n\
      EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
      (see the comment at the top of consumer/examples/e2e_bench.rs)";
 
@@ -439,7 +460,19 @@ fn main() {
     for run in ["live", "split"] {
         names.extend(INTERNAL.iter().map(|t| format!("{}{t}", prefix(run))));
     }
-    create_topics(&brokers, &names);
+    // `--live-partitions N`: the live run's input (and its internal.signed) has N partitions,
+    // record i going to partition i % N, so the index stage merges them by event time.
+    let live_partitions: i32 = flag(&args, "--live-partitions").map_or(1, |n| {
+        n.parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .expect("--live-partitions: a number of 1 or more")
+    });
+    let wide = [
+        live_topic.clone(),
+        format!("{}internal.signed", prefix("live")),
+    ];
+    create_topics(&brokers, &names, &wide, live_partitions);
 
     let t0 = Instant::now();
     produce(&brokers, &topic, &lines, None);
@@ -593,7 +626,13 @@ fn main() {
         })
         .collect();
     std::thread::sleep(Duration::from_secs(12)); // group join and assignment
-    let produced = produce(&brokers, &live_topic, &lines[..n], Some(half));
+    let produced = produce_to(
+        &brokers,
+        &live_topic,
+        &lines[..n],
+        Some(half),
+        live_partitions,
+    );
     for (stage, runner) in stages.iter().zip(runners) {
         if let Ok((_, _, err, _)) = runner.join() {
             report_checkpoints(&format!("live run, {stage}"), &err);
@@ -602,7 +641,9 @@ fn main() {
     }
     // The internal records' append times, one per page event, in input order.
     let mut indexed: Vec<i64> = vec![];
-    if stages != ["all"] {
+    if stages != ["all"] && live_partitions > 1 {
+        println!("  (each hop's delay is matched record by record on one partition only)");
+    } else if stages != ["all"] {
         // Each hop's delay, record by record: the stages keep the order of the one partition,
         // and every page event gives one record to each internal topic.
         let at = |t: &str| stamps(&brokers, &format!("{}{t}", prefix("live")));

@@ -1010,8 +1010,11 @@ pub async fn run(
                 .collect();
             if !hold.is_empty() {
                 debug!(partitions = ?hold, "paused while the merge waits for another partition");
-                consumer.pause(&tpl_of(&opts.input_topic, &hold))?;
-                paused.extend(hold);
+                match consumer.pause(&tpl_of(&opts.input_topic, &hold)) {
+                    Ok(()) => paused.extend(hold),
+                    // Reading on past the bound, as before pausing existed, until the wait ends.
+                    Err(e) => warn!("cannot pause the partitions {hold:?}: {e}"),
+                }
             }
         }
         // Resumed once the wait is over, or once the merge holds nothing more of them (they may
