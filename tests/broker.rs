@@ -488,6 +488,15 @@ fn signal_and_wait(child: &mut Child, sig: &str) -> std::process::ExitStatus {
     wait_exit(child, Duration::from_secs(60))
 }
 
+/// Polls `done` every 100 ms until it holds; fails after `limit` saying `what`, with `logs()`.
+fn wait_until(what: &str, limit: Duration, logs: &dyn Fn() -> String, done: &dyn Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}:\n{}", logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Sends `sig` (`-TERM`, `-STOP`, ...) to the process `pid`.
 fn signal(pid: u32, sig: &str) {
     assert!(Command::new("kill")
@@ -1253,15 +1262,7 @@ async fn a_lagging_sign_instance_holds_the_index_stage_back_to_event_time_order(
             .collect::<String>()
     };
     let wait_until = |what: &str, done: &dyn Fn() -> bool| {
-        let started = Instant::now();
-        while !done() {
-            assert!(
-                started.elapsed() < Duration::from_secs(90),
-                "{what}:\n{}",
-                logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until(what, Duration::from_secs(90), &logs, done)
     };
     let owned = format!("neardup_partitions_owned{{topic=\"{}\"}}", s.input);
     wait_until("the sign instances never held a partition each", &|| {
@@ -1517,17 +1518,13 @@ async fn a_stateful_stage_shared_by_two_instances_says_so() {
     };
     let owned = format!("neardup_partitions_owned{{topic=\"{}\"}}", s.input);
     let total = format!("neardup_input_partitions{{topic=\"{}\"}}", s.input);
+    let logs = || {
+        [&log_a, &log_b]
+            .map(|l| std::fs::read_to_string(l).unwrap_or_default())
+            .join("\n")
+    };
     let wait_until = |what: &str, done: &dyn Fn() -> bool| {
-        let started = Instant::now();
-        while !done() {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{what}:\n{}\n{}",
-                std::fs::read_to_string(&log_a).unwrap_or_default(),
-                std::fs::read_to_string(&log_b).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until(what, Duration::from_secs(60), &logs, done)
     };
     let mut a = spawn(port_a, &log_a);
     wait_until("the first instance never owned both partitions", &|| {
@@ -1638,15 +1635,7 @@ impl LeasePair {
     }
 
     fn wait_until(&self, what: &str, done: &dyn Fn() -> bool) {
-        let started = Instant::now();
-        while !done() {
-            assert!(
-                started.elapsed() < Duration::from_secs(90),
-                "{what}:\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until(what, Duration::from_secs(90), &|| self.logs(), done)
     }
 
     /// Waits until instance `i` holds the lease and both partitions.

@@ -6,17 +6,19 @@
 //! signing the matching input partition lags (it started later, restarts, or was slow): applying
 //! the other partitions' records meanwhile would apply them before older pages of that one, and
 //! the outputs would depend on how the sign instances were scheduled. So a thread watches the
-//! sign stage as the index stage's consumer cannot: an internal partition is *filled* once the
-//! sign group has committed its input partition to the end (a stage commits an offset only once
-//! the outputs of the records before it are acknowledged, so they are then all in the internal
-//! partition) and the internal partition holds nothing past what the index stage has received.
-//! Every other partition is *lagging*, and the merge waits for it up to `--upstream-wait`.
+//! sign stage as the index stage's consumer cannot. An internal partition is *filled* once its
+//! input partition has no record past the sign group's committed offset (a stage commits an
+//! offset only once the outputs of the records before it are acknowledged, so they are then all
+//! in the internal partition) or past the last page the index stage received of it (each
+//! internal record carries the input offset it was signed from), and the internal partition
+//! holds nothing past what the index stage has received. Every other partition is *lagging*,
+//! and the merge waits for it up to `--upstream-wait`.
 //!
 //! It is the rule [`crate::at_end`] applies once, at the end of a run, applied all along: a
-//! cross-stage watermark. While the input itself keeps growing, the sign stage is never done
-//! with a partition, and the index stage applies a record only once every partition has one to
-//! compare with (or an input partition goes idle and its signer catches up); an idle input
-//! partition holds the others back by about the sign stage's `--commit-interval`.
+//! cross-stage watermark. While the input keeps growing, the index stage applies a record once
+//! every partition has one to compare with, or once the signer of a partition that has none has
+//! caught up with its input (an idle input partition holds the others back for about one
+//! question, 100 ms, or until the sign group's commit when its last records were dead letters).
 
 use crate::at_end::Prober;
 use crate::kafka::KafkaOptions;
@@ -73,9 +75,8 @@ pub struct Upstream {
 impl Upstream {
     /// Watches the sign stage of `opts` (the index stage's options, as the user gave them,
     /// before [`KafkaOptions::for_stage`]): its group and the input topic, and the internal
-    /// topic the index stage reads as group `index_group`. `received`: per internal partition,
-    /// the offset after the last record the index stage received. The answers go to the
-    /// returned receiver.
+    /// topic the index stage reads as group `index_group`. `received`: what the index stage
+    /// has received, which its run loop keeps. The answers go to the returned receiver.
     pub fn watch(
         opts: &KafkaOptions,
         index_group: String,
@@ -168,7 +169,10 @@ fn lagging(
     let from: Vec<(i32, Option<i64>)> = partitions
         .iter()
         .map(|&p| {
-            let through = [signed.get(&p), got.input.get(&p)].into_iter().flatten().max();
+            let through = [signed.get(&p), got.input.get(&p)]
+                .into_iter()
+                .flatten()
+                .max();
             (p, through.copied())
         })
         .collect();
