@@ -467,6 +467,8 @@ pub async fn run(
     } else {
         (None, None)
     };
+    // Its latest answer, taken when it changes (none yet: every partition lags).
+    let mut answer: crate::upstream::Lagging = None;
     let opts = &opts.for_stage();
     let started = Instant::now();
     if opts.stage == Stage::All {
@@ -933,12 +935,12 @@ pub async fn run(
         // batch at a time, so that acknowledgements, queries and signals are served between.
         let flush = checkpoint_due.is_some();
         let mut more_ready = true;
-        let answer = upstream.as_ref().map(|u| u.borrow().clone());
         for _ in 0..MERGE_BATCH {
             // The head that goes next is one of those buffered: while any of them came after the
             // sign stage's latest answer, every partition is taken to lag (crate::upstream).
-            let lagging = answer.as_ref().map(|a| {
-                a.as_ref()
+            let lagging = upstream.is_some().then(|| {
+                answer
+                    .as_ref()
                     .filter(|a| merge.heads().all(|(h, item)| a.covers(h, item.0)))
                     .map(|a| &a.lagging)
             });
@@ -1071,8 +1073,9 @@ pub async fn run(
             }
             // The sign stage filled a partition, or lags on another: the loop's head looks again.
             changed = async { upstream.as_mut().expect("a watch").changed().await }, if upstream.is_some() => {
-                if changed.is_err() {
-                    upstream = None;
+                match changed {
+                    Ok(()) => answer = upstream.as_ref().and_then(|u| u.borrow().clone()),
+                    Err(_) => upstream = None,
                 }
             }
             // A record waited as long as it may for the other partitions: the loop's head
