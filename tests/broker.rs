@@ -1839,6 +1839,57 @@ async fn two_leased_index_instances_index_the_stream_once() {
     assert_split_outputs(&s, want);
 }
 
+/// Two instances of one deployment run every stage (`--scale-out`), started together with
+/// `--exit-at-end` on a two-partition input, the internal topics made by `neardup topics
+/// --create --scale-out`. Their sign stages share the input's partitions: each signs records.
+/// The index and the cluster stage each run in the instance holding that stage's lease: one
+/// instance applies the whole stream, the other stands by, takes the lease when the holder
+/// exits, and finds nothing left. The outputs are exactly the all-in-one oracle's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_scale_out_instances_share_the_signing_and_publish_the_all_in_one_outputs() {
+    let s = Setup::with_input_partitions("scaleout", brokers(), 2).await;
+    let want = produce_alternating(&s, &sample_crawl(&SampleOptions::default())).await;
+    let (ok, report) = s.topics(&["--create", "--scale-out"]);
+    assert!(ok, "{report}");
+    let logs: Vec<_> = (0..2)
+        .map(|i| std::env::temp_dir().join(format!("neardup-{}-scaled{i}.log", s.group)))
+        .collect();
+    let mut instances: Vec<Child> = logs
+        .iter()
+        .map(|log| s.spawn_logged(&["--scale-out", "--exit-at-end"], log))
+        .collect();
+    // Per instance, per stage: the records it applied (each stage's summary follows its name).
+    let applied: Vec<BTreeMap<&str, u64>> = instances
+        .iter_mut()
+        .zip(&logs)
+        .map(|(child, log)| {
+            let err = finish_logged(child, log, true);
+            ["sign", "index", "cluster"]
+                .into_iter()
+                .map(|stage| {
+                    let summary = err
+                        .split_once(&format!("\nstage {stage}:\n"))
+                        .unwrap_or_else(|| panic!("no summary of the {stage} stage:\n{err}"))
+                        .1;
+                    (stage, summary_number(summary, "input records"))
+                })
+                .collect()
+        })
+        .collect();
+    assert!(
+        applied.iter().all(|a| a["sign"] > 0),
+        "an instance signed nothing: {applied:?}"
+    );
+    for stage in ["index", "cluster"] {
+        let ran: Vec<u64> = applied.iter().map(|a| a[stage]).collect();
+        assert!(
+            ran.contains(&0) && ran.iter().filter(|&&n| n > 0).count() == 1,
+            "one instance ran the {stage} stage on the stream, the other nothing: {applied:?}"
+        );
+    }
+    assert_split_outputs(&s, want);
+}
+
 /// A second instance joins the consumer group mid-stream and leaves again (SIGTERM): the
 /// partition moves to it and back (its client id sorts first, so the range assignor gives it the
 /// one partition). Every output of an undisturbed run arrives and nothing else, repeats are
@@ -2527,7 +2578,7 @@ async fn the_cluster_map_is_served_over_http() {
             "neardup_committed_offset{{partition=\"0\"}} {}",
             sample.records.len()
         ),
-        "neardup_record_process_seconds_bucket{stage=\"apply\",le=\"+Inf\"}".to_owned(),
+        "neardup_record_process_seconds_bucket{step=\"apply\",le=\"+Inf\"}".to_owned(),
     ];
     for (kind, n) in &stats.outputs {
         wanted.push(format!(

@@ -152,18 +152,19 @@ impl Saver {
         let paused = paused.elapsed().as_secs_f64();
         histogram!("neardup_checkpoint_pause_seconds").record(paused);
         let store = self.store.clone();
-        let thread = std::thread::Builder::new()
-            .name("checkpoint".into())
-            .spawn(move || {
-                let t = Instant::now();
-                let bytes = store.save(|file| {
-                    let bytes = snapshot.write_to(file);
-                    // The copy's memory goes back before the sync.
-                    drop(snapshot);
-                    bytes
-                })?;
-                Ok((t.elapsed().as_secs_f64(), bytes))
-            });
+        let thread =
+            std::thread::Builder::new()
+                .name("checkpoint".into())
+                .spawn(crate::telemetry::staged(move || {
+                    let t = Instant::now();
+                    let bytes = store.save(|file| {
+                        let bytes = snapshot.write_to(file);
+                        // The copy's memory goes back before the sync.
+                        drop(snapshot);
+                        bytes
+                    })?;
+                    Ok((t.elapsed().as_secs_f64(), bytes))
+                }));
         match thread {
             Ok(thread) => {
                 self.saving = Some(Saving {

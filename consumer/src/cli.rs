@@ -361,6 +361,15 @@ pub struct RunArgs {
     /// the group gives it (sign and shard split the partitions either way).
     #[arg(long, env = "NEARDUP_LEASE")]
     pub lease: bool,
+    /// Run every stage of the split topology in this process, each on threads of its own, so
+    /// that instances of one deployment share the work: `sign` splits the input's partitions
+    /// with the other instances of the group; `index` (with `--key-shards`, also `verify`, and
+    /// `shard`, which splits its partitions), `cluster` (and `mirror` with `--mirror-stage`) run
+    /// under the lease (`--lease` implied), each in whichever instance holds its own. The
+    /// internal topics must exist (`neardup topics --create --scale-out`); with
+    /// `--checkpoint-dir DIR`, each stage keeps its checkpoints in DIR/STAGE. Not with `--stage`.
+    #[arg(long, env = "NEARDUP_SCALE_OUT", conflicts_with = "stage")]
+    pub scale_out: bool,
     /// Serve the cluster map (`GET /clusters?url=URL`) and `/healthz` over HTTP on this address,
     /// e.g. `0.0.0.0:9090` (off unless given).
     #[arg(long, env = "NEARDUP_HTTP_LISTEN")]

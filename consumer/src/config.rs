@@ -74,6 +74,9 @@ pub struct FileConfig {
     /// One active instance per group of a stage whose state spans the partitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease: Option<bool>,
+    /// Every stage of the split topology in this process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_out: Option<bool>,
     /// The dead-letter guard's ratio.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_dead_letter_ratio: Option<f64>,
@@ -417,6 +420,7 @@ pub fn apply_run(
     );
     overlay!(m, a.exit_at_end, f.exit_at_end, "exit_at_end");
     overlay!(m, a.lease, f.lease, "lease");
+    overlay!(m, a.scale_out, f.scale_out, "scale_out");
     overlay!(
         m,
         a.max_dead_letter_ratio,
@@ -542,6 +546,13 @@ pub fn validate_run(a: &RunArgs) -> Result<()> {
             bail!("{}: must not be empty", name(key));
         }
     }
+    if a.scale_out && a.stage != crate::cli::Stage::All {
+        bail!(
+            "{} runs every stage in this process: leave out --stage {} (NEARDUP_STAGE)",
+            name("scale_out"),
+            a.stage.name()
+        );
+    }
     if a.commit_interval.is_zero() {
         bail!("{}: must be longer than 0", name("commit_interval"));
     }
@@ -607,6 +618,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         checkpoint_interval: Some(Dur(a.checkpoint_interval)),
         exit_at_end: Some(a.exit_at_end),
         lease: Some(a.lease),
+        scale_out: Some(a.scale_out),
         max_dead_letter_ratio: Some(a.max_dead_letter_ratio),
         dead_letter_window: Some(a.dead_letter_window),
         topology: TopologyFile {

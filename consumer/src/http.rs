@@ -8,7 +8,8 @@
 //! - `GET /healthz` — 200 while the process serves (liveness).
 //! - `GET /readyz` — 200 when partitions are assigned (or, with `--lease`, when standing by for
 //!   the lease), their state is restored and a broker is reachable; else 503 with what is
-//!   missing (readiness).
+//!   missing (readiness). A process running every stage (`--scale-out`) is ready when each
+//!   stage is, and says which stage misses what.
 //! - `GET /metrics` — Prometheus text format (see [`crate::telemetry`]).
 //!
 //! The topology has one owner, the run loop: a query travels to it over a channel and is
@@ -16,7 +17,7 @@
 //! answer reflects every record processed before it.
 
 use crate::cli::Stage;
-use crate::telemetry::Health;
+use crate::telemetry::Readiness;
 use anyhow::{Context as _, Result};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -27,7 +28,6 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use neardup_schemas::PairLevel;
 use neardup_topology::Topology;
 use serde::Deserialize;
-use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// A question for the run loop: the clusters of `url`.
@@ -63,13 +63,13 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener> {
     })
 }
 
-/// Serves the endpoints of a process running `stage` on `listener` until `shutdown` turns
-/// true.
+/// Serves the endpoints of a process running `stage` (a `--scale-out` process: the cluster
+/// stage's) on `listener` until `shutdown` turns true.
 pub fn serve(
     listener: tokio::net::TcpListener,
     stage: Stage,
     queries: mpsc::Sender<ClusterQuery>,
-    health: Arc<Health>,
+    health: Readiness,
     metrics: PrometheusHandle,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {

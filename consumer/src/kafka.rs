@@ -120,7 +120,8 @@ impl From<&RunArgs> for KafkaOptions {
             max_dead_letter_ratio: a.max_dead_letter_ratio,
             dead_letter_window: a.dead_letter_window.max(1),
             sign_cache: a.topology.sign_cache,
-            lease: a.lease,
+            // Every stage of a scale-out process runs under the lease.
+            lease: a.lease || a.scale_out,
         }
     }
 }
@@ -275,6 +276,8 @@ pub struct RunContext {
     /// The last revocation was of partitions lost (the group dropped this member: its session
     /// expired), not handed over.
     lost: Arc<AtomicBool>,
+    /// The stage whose metrics the callbacks record, in a process that runs several.
+    stage: Option<&'static str>,
 }
 
 /// The producer of `run`: its errors go through the same [`Throttle`] as the consumer's.
@@ -287,12 +290,16 @@ pub struct ProducerLog {
     /// Shared with the consumer's context: the producer's callbacks are served on its own
     /// thread, so it hears of rejected credentials first (the consumer's wait for its next poll).
     fatal: Arc<std::sync::Mutex<Option<String>>>,
+    /// The stage whose metrics the callbacks record, in a process that runs several.
+    stage: Option<&'static str>,
 }
 
 impl ClientContext for ProducerLog {
     fn error(&self, error: KafkaError, reason: &str) {
         note_fatal(&self.fatal, &error, reason);
-        throttle::kafka_error(&self.throttle, "producer", &error, reason);
+        telemetry::in_stage(self.stage, || {
+            throttle::kafka_error(&self.throttle, "producer", &error, reason);
+        });
     }
 }
 
@@ -322,7 +329,9 @@ fn note_fatal(fatal: &std::sync::Mutex<Option<String>>, error: &KafkaError, reas
 
 impl ClientContext for RunContext {
     fn stats(&self, statistics: rdkafka::Statistics) {
-        telemetry::record_kafka(&statistics, &self.health);
+        telemetry::in_stage(self.stage, || {
+            telemetry::record_kafka(&statistics, &self.health);
+        });
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
@@ -335,7 +344,9 @@ impl ClientContext for RunContext {
             error,
             KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
         ) {
-            throttle::kafka_error(&self.throttle, "consumer", &error, reason);
+            telemetry::in_stage(self.stage, || {
+                throttle::kafka_error(&self.throttle, "consumer", &error, reason);
+            });
         }
     }
 }
@@ -542,6 +553,7 @@ pub async fn run(
         .create_with_context(ProducerLog {
             throttle: throttle.clone(),
             fatal: fatal.clone(),
+            stage: telemetry::current_stage(),
         })
         .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
     let applied_shared: Arc<std::sync::Mutex<BTreeMap<i32, i64>>> = Arc::default();
@@ -581,6 +593,7 @@ pub async fn run(
             fatal: fatal.clone(),
             throttle: throttle.clone(),
             lost: lost.clone(),
+            stage: telemetry::current_stage(),
         })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
 
@@ -734,7 +747,7 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut out: Vec<Emit> = Vec::new();
     let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
-    let process_seconds = histogram!("neardup_record_process_seconds", "stage" => "apply");
+    let process_seconds = histogram!("neardup_record_process_seconds", "step" => "apply");
     let sign_cache = Arc::new(SignCache::new(opts.sign_cache, cfg_for_pool.window_ms));
     let mut pool = PreparePool::new(&cfg_for_pool, opts.stage, &sign_cache);
     let sign = SignStage::new(&cfg_for_pool);
@@ -1464,7 +1477,7 @@ impl PreparePool {
             let (cfg, cache, mut preparer) = (cfg.clone(), Arc::clone(cache), None);
             let rx = Arc::clone(&rx);
             let reader = InternalReader::new(&cfg);
-            let seconds = histogram!("neardup_record_process_seconds", "stage" => "prepare");
+            let seconds = histogram!("neardup_record_process_seconds", "step" => "prepare");
             std::thread::Builder::new()
                 .name(format!("neardup-prepare-{i}"))
                 .spawn(move || {

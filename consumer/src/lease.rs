@@ -84,7 +84,7 @@ impl Lease {
         let stopping = stop.clone();
         std::thread::Builder::new()
             .name("neardup-lease".into())
-            .spawn(move || {
+            .spawn(crate::telemetry::staged(move || {
                 let throttle = Throttle::default();
                 while !stopping.load(Ordering::Relaxed) {
                     // Nobody writes the topic: a poll serves the group's callbacks, and a record
@@ -115,7 +115,7 @@ impl Lease {
                 // Leaving the group hands the lease on at once (not at the session's timeout).
                 drop(consumer);
                 let _ = done_tx.send(());
-            })
+            }))
             .context("cannot start the lease's thread")?;
         tracing::info!(%group, %topic, "joined the lease's group: this instance runs the stage while it holds the lease, and stands by otherwise");
         Ok(Lease { held, stop, done })

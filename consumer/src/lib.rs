@@ -20,6 +20,7 @@ pub mod merge;
 pub mod replay;
 pub mod report;
 pub mod sample;
+pub mod scale_out;
 pub mod sizing;
 pub mod summary;
 pub mod telemetry;

@@ -65,9 +65,16 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
         Command::Run(mut args) => {
             config::resolve_run(&mut args, sub("run"))?;
             if args.check_config {
-                if let Some(role) = args.stage.role() {
-                    neardup_topology::Topology::with_role(args.topology.config(), role)
-                        .map_err(|e| anyhow::anyhow!("--stage {}: {e}", args.stage.name()))?;
+                let stages = if args.scale_out {
+                    neardup::scale_out::stages(&args.topology.config())
+                } else {
+                    vec![args.stage]
+                };
+                for stage in stages {
+                    if let Some(role) = stage.role() {
+                        neardup_topology::Topology::with_role(args.topology.config(), role)
+                            .map_err(|e| anyhow::anyhow!("--stage {}: {e}", stage.name()))?;
+                    }
                 }
                 kafka::check_clients(&(&args).into())?;
                 say(
@@ -97,7 +104,7 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
             }
             let req = neardup::topics::TopicsRequest {
                 create: args.create,
-                split: args.split,
+                split: args.split || args.run.scale_out,
                 partitions: args.partitions.map(usize::from),
                 replication_factor: args.replication_factor,
             };
@@ -125,6 +132,9 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
 }
 
 fn run(args: neardup::cli::RunArgs) -> Result<()> {
+    if args.scale_out {
+        return run_scaled(&args);
+    }
     runtime()?.block_on(async {
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
@@ -145,7 +155,7 @@ fn run(args: neardup::cli::RunArgs) -> Result<()> {
                 listener,
                 args.stage,
                 queries,
-                health.clone(),
+                neardup::telemetry::Readiness::one(health.clone()),
                 metrics,
                 rx.clone(),
             );
@@ -162,6 +172,57 @@ fn run(args: neardup::cli::RunArgs) -> Result<()> {
         );
         Ok(())
     })
+}
+
+/// `neardup run --scale-out`: every stage on runtimes of their own (crate::scale_out), the
+/// signals and the HTTP endpoints on this one.
+fn run_scaled(args: &neardup::cli::RunArgs) -> Result<()> {
+    let rt = runtime()?;
+    let (tx, rx) = watch::channel(false);
+    let tx = std::sync::Arc::new(tx);
+    let stages = neardup::scale_out::plan(args);
+    let (queries, asked) = tokio::sync::mpsc::channel(64);
+    rt.block_on(async {
+        let stop = tx.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            let _ = stop.send(true);
+        });
+        if let Some(addr) = &args.http_listen {
+            let listener = http::bind(addr).await?;
+            let metrics = neardup::telemetry::install()?;
+            tracing::info!(
+                address = %listener.local_addr()?,
+                stages = ?stages.iter().map(|s| s.stage.name()).collect::<Vec<_>>(),
+                "serving HTTP: /clusters (the cluster stage), /healthz, /readyz (every stage), /metrics (labelled by stage)"
+            );
+            http::serve(
+                listener,
+                neardup::cli::Stage::Cluster,
+                queries.clone(),
+                neardup::telemetry::Readiness::of(
+                    stages.iter().map(|s| (s.stage.name(), s.health.clone())).collect(),
+                ),
+                metrics,
+                rx.clone(),
+            );
+        }
+        anyhow::Ok(())
+    })?;
+    // `queries` lives on with the process: the cluster stage's channel stays open without HTTP.
+    let outcomes = neardup::scale_out::run(args, stages, rx, tx, asked)?;
+    for (stage, outcome) in outcomes {
+        say(
+            &mut std::io::stderr(),
+            &format!(
+                "stage {}:\n{}{}",
+                stage.name(),
+                summary::render(&outcome.topology, outcome.elapsed),
+                summary::sign_cache(&outcome.sign_cache)
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// Writes `text`, ignoring a reader that went away (`neardup eval ... | head`): `print!` panics

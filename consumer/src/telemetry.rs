@@ -20,7 +20,7 @@
 //! | `neardup_clusters`, `neardup_clustered_pages` | gauge | `level` |
 //! | `neardup_sign_cache_hits_total`, `neardup_sign_cache_misses_total` | counter | (pages whose signatures came from the sign cache; pages signed) |
 //! | `neardup_sign_cache_bytes`, `neardup_sign_cache_entries` | gauge | |
-//! | `neardup_record_process_seconds` | histogram | `stage` (`prepare`: decoding and signing, on the preparing threads; `apply`: the windowed state, in order) |
+//! | `neardup_record_process_seconds` | histogram | `step` (`prepare`: decoding and signing, on the preparing threads; `apply`: the windowed state, in order) |
 //! | `neardup_in_flight_records` | gauge | |
 //! | `neardup_committed_offset` | gauge | `partition` |
 //! | `neardup_restored_records_total` | counter | |
@@ -33,16 +33,104 @@
 //! | `neardup_input_partitions`, `neardup_partitions_owned` | gauge | `topic` (the stage's input topic: its partitions; those assigned to this instance) |
 //! | `neardup_lease_held` | gauge | (with `--lease`, on a stage whose state spans the partitions: 1 while this instance holds the lease and runs the stage, 0 while it stands by) |
 //! | `neardup_state_partial` | gauge | (1 when the stage's state spans every input partition and this instance owns some of them but not all: see [`Health::input`]) |
+//!
+//! A process that runs every stage (`--scale-out`) adds the label `stage` (`sign`, `index`,
+//! ...) to every series, so that the stages' counters and gauges stay apart: each stage runs on
+//! threads of its own, which say the stage they work for ([`set_stage`], [`staged`],
+//! [`in_stage`]), and [`Staged`], the recorder installed, adds it to every series registered
+//! there. A process that runs one stage leaves the label out, as the Deployment running it says
+//! which stage it is.
 
-use metrics::{counter, gauge};
+use metrics::{counter, gauge, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use neardup_schemas::PairLevel;
 use neardup_topology::sign_cache::SignCacheStats;
 use neardup_topology::Topology;
 use rdkafka::statistics::Statistics;
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+thread_local! {
+    /// The stage the current thread works for, in a process that runs several.
+    static STAGE: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// Says that the current thread works for `stage` (`None`: for no stage in particular).
+pub fn set_stage(stage: Option<&'static str>) {
+    STAGE.with(|s| s.set(stage));
+}
+
+/// The stage the current thread works for, if it said so ([`set_stage`]).
+pub fn current_stage() -> Option<&'static str> {
+    STAGE.with(Cell::get)
+}
+
+/// `f`, to run on another thread as working for the current thread's stage.
+pub fn staged<T>(f: impl FnOnce() -> T) -> impl FnOnce() -> T {
+    let stage = current_stage();
+    move || {
+        set_stage(stage);
+        f()
+    }
+}
+
+/// Runs `f` as working for `stage` (for librdkafka's callbacks, served on its own threads),
+/// then says what the thread said before.
+pub fn in_stage<T>(stage: Option<&'static str>, f: impl FnOnce() -> T) -> T {
+    let before = current_stage();
+    set_stage(stage.or(before));
+    let out = f();
+    set_stage(before);
+    out
+}
+
+/// A recorder that adds the label `stage` to every series registered on a thread that works
+/// for a stage ([`set_stage`]), and passes the rest to `inner`.
+pub struct Staged<R> {
+    inner: R,
+}
+
+impl<R> Staged<R> {
+    /// `inner`, with the stage's label added.
+    pub fn new(inner: R) -> Self {
+        Staged { inner }
+    }
+
+    fn key(key: &Key) -> Key {
+        match current_stage() {
+            Some(stage) => key.with_extra_labels(vec![Label::new("stage", stage)]),
+            None => key.clone(),
+        }
+    }
+}
+
+impl<R: Recorder> Recorder for Staged<R> {
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_counter(key, unit, description);
+    }
+
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_gauge(key, unit, description);
+    }
+
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_histogram(key, unit, description);
+    }
+
+    fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> metrics::Counter {
+        self.inner.register_counter(&Self::key(key), metadata)
+    }
+
+    fn register_gauge(&self, key: &Key, metadata: &Metadata<'_>) -> metrics::Gauge {
+        self.inner.register_gauge(&Self::key(key), metadata)
+    }
+
+    fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> metrics::Histogram {
+        self.inner.register_histogram(&Self::key(key), metadata)
+    }
+}
 
 /// Installs the process-wide Prometheus recorder (once) and returns its handle.
 pub fn install() -> anyhow::Result<PrometheusHandle> {
@@ -60,7 +148,7 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         )?
         .build_recorder();
     let handle = recorder.handle();
-    metrics::set_global_recorder(recorder)
+    metrics::set_global_recorder(Staged::new(recorder))
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
@@ -252,6 +340,54 @@ impl Health {
     }
 }
 
+/// The readiness of a process: of its one stage, or of each stage it runs (`--scale-out`).
+#[derive(Debug, Clone)]
+pub struct Readiness {
+    stages: Vec<(Option<&'static str>, Arc<Health>)>,
+}
+
+impl Readiness {
+    /// The readiness of a process running one stage.
+    pub fn one(health: Arc<Health>) -> Readiness {
+        Readiness {
+            stages: vec![(None, health)],
+        }
+    }
+
+    /// The readiness of a process running `stages`, each (name, health): ready when every one
+    /// is.
+    pub fn of(stages: Vec<(&'static str, Arc<Health>)>) -> Readiness {
+        Readiness {
+            stages: stages.into_iter().map(|(n, h)| (Some(n), h)).collect(),
+        }
+    }
+
+    /// `Ok` when ready to serve, else what is missing (with the stage it is missing in, when
+    /// there are several).
+    pub fn ready(&self) -> Result<(), Vec<String>> {
+        let missing: Vec<String> = self
+            .stages
+            .iter()
+            .flat_map(|(name, health)| {
+                health
+                    .ready()
+                    .err()
+                    .into_iter()
+                    .flatten()
+                    .map(move |m| match name {
+                        Some(name) => format!("{name}: {m}"),
+                        None => m.to_owned(),
+                    })
+            })
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +402,70 @@ mod tests {
         assert!(!all.is_partial(0, 2));
         // the sign and shard stages share partitions by design
         assert!(!Input::new("t", "sign", false).is_partial(1, 2));
+    }
+
+    #[test]
+    fn a_process_of_several_stages_is_ready_when_each_is_and_says_which_is_not() {
+        let (sign, index) = (Arc::new(Health::default()), Arc::new(Health::default()));
+        for h in [&sign, &index] {
+            h.broker_up.store(true, Ordering::Relaxed);
+        }
+        sign.owned.lock().unwrap().insert(("pages".to_owned(), 0));
+        let r = Readiness::of(vec![("sign", sign.clone()), ("index", index.clone())]);
+        assert_eq!(
+            r.ready(),
+            Err(vec!["index: no partitions assigned".to_owned()])
+        );
+        index.standby.store(true, Ordering::Relaxed);
+        assert_eq!(r.ready(), Ok(()));
+        sign.restoring.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(r.ready(), Err(vec!["sign: restoring state".to_owned()]));
+        // One stage: what is missing, as it is.
+        let one = Readiness::one(Arc::new(Health::default()));
+        assert_eq!(
+            one.ready(),
+            Err(vec![
+                "no broker reachable".to_owned(),
+                "no partitions assigned".to_owned()
+            ])
+        );
+    }
+
+    #[test]
+    fn series_registered_on_a_stage_s_threads_carry_its_label() {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let staged = Staged::new(recorder);
+        metrics::with_local_recorder(&staged, || {
+            counter!("t_records_total").increment(1);
+            in_stage(Some("sign"), || {
+                counter!("t_records_total").increment(2);
+                // A thread spawned for the stage works for it too.
+                std::thread::spawn(staged_thread_body()).join().unwrap();
+            });
+            assert_eq!(
+                current_stage(),
+                None,
+                "in_stage restores the thread's stage"
+            );
+            set_stage(Some("index"));
+            gauge!("t_pages", "kind" => "x").set(4.0);
+            set_stage(None);
+        });
+        let text = handle.render();
+        for line in [
+            "t_records_total 1",
+            "t_records_total{stage=\"sign\"} 2",
+            "t_pages{kind=\"x\",stage=\"index\"} 4",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
+    }
+
+    /// The body of a thread spawned by a thread of the sign stage: it works for the sign stage.
+    /// (The local recorder is the spawning thread's alone, so only the stage is checked.)
+    fn staged_thread_body() -> impl FnOnce() {
+        staged(|| assert_eq!(current_stage(), Some("sign")))
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl Upstream {
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("upstream".into())
-            .spawn(move || {
+            .spawn(crate::telemetry::staged(move || {
                 let mut said: Option<Vec<i32>> = None;
                 while !stopping.load(Ordering::Relaxed) {
                     let asking = std::time::Instant::now();
@@ -127,7 +127,7 @@ impl Upstream {
                     }
                     std::thread::sleep(PERIOD);
                 }
-            })
+            }))
             .expect("a thread to watch the sign stage");
         (
             Upstream {
