@@ -67,11 +67,13 @@ pub fn current_stage() -> Option<&'static str> {
     STAGE.with(Cell::get)
 }
 
-/// `f`, to run on another thread as working for the current thread's stage.
+/// `f`, to run on another thread as working for the current thread's stage, and inside its
+/// tracing span (which names the stage in the log of a `--scale-out` process).
 pub fn staged<T>(f: impl FnOnce() -> T) -> impl FnOnce() -> T {
-    let stage = current_stage();
+    let (stage, span) = (current_stage(), tracing::Span::current());
     move || {
         set_stage(stage);
+        let _entered = span.enter();
         f()
     }
 }
