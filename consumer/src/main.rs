@@ -91,6 +91,8 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                 anyhow::bail!("--replication-factor 0: give 1 or more, or -1 for the brokers' default.replication.factor");
             }
             let opts: kafka::KafkaOptions = (&args.run).into();
+            // A scale-out process runs the split stages: it needs their topics.
+            let split = args.split || args.run.scale_out;
             if args.run.check_config {
                 // Without the broker: the configuration, and the topics it needs.
                 kafka::check_clients(&opts)?;
@@ -98,13 +100,13 @@ fn real_main(cli: Cli, matches: &ArgMatches) -> Result<()> {
                     &mut std::io::stdout(),
                     &config::to_toml(&config::effective(&args.run)),
                 );
-                let needs = neardup::topics::plan(&opts, &args.run.topology.config(), args.split);
+                let needs = neardup::topics::plan(&opts, &args.run.topology.config(), split);
                 say(&mut std::io::stdout(), &neardup::topics::describe(&needs));
                 return Ok(());
             }
             let req = neardup::topics::TopicsRequest {
                 create: args.create,
-                split: args.split || args.run.scale_out,
+                split,
                 partitions: args.partitions.map(usize::from),
                 replication_factor: args.replication_factor,
             };

@@ -496,6 +496,18 @@ class ChartTest(unittest.TestCase):
                     self.assertNotIn("internal.", out.stdout)
                     self.assertEqual(args[args.index("--partitions") + 1], "6")
                     self.assertEqual(args[args.index("--replication-factor") + 1], "3")
+        # config.scale_out: every pod runs every stage; the Job's plan has the split topology's
+        # internal topics and the lease, and the pods' configuration passes neardup's check
+        r = Render(sets=["topics.create=true", "config.scale_out=true", "stages.all.replicas=2"])
+        job, cm = r.topics_job()
+        out = self.check_config(r, job, toml=cm["data"]["neardup.toml"], command="topics")
+        self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+        prefix = toml_value(r.config_toml(), "output_prefix")
+        for topic in ("signed", "indexed", "lease"):
+            self.assertIn(f"{prefix}internal.{topic} ", out.stdout)
+        out = self.check_config(r, r.workloads()[0])
+        self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+        self.assertIn("scale_out = true", out.stdout)
         with self.assertRaises(RenderError) as e:
             Render(sets=["topics.create=true", "topics.replicationFactor=0"])
         self.assertIn("replicationFactor", str(e.exception))
@@ -513,13 +525,16 @@ class ChartTest(unittest.TestCase):
         for sets, stage in [
             (["config.lease=true", "stages.all.replicas=2"], "all"),
             (["config.lease=true", "split=true", "stages.cluster.replicas=2"], "cluster"),
+            # every stage in each pod: the replicas share the signing, the rest runs leased
+            (["config.scale_out=true", "stages.all.replicas=2"], "all"),
         ]:
             with self.subTest(sets=sets):
                 r = Render(sets=sets)
                 kinds = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in r.docs if d["kind"] in ("StatefulSet", "Deployment")}
                 self.assertEqual(kinds[stage]["spec"]["replicas"], 2)
                 config = [d for d in r.docs if d["kind"] == "ConfigMap"][0]
-                self.assertIn("lease = true", "".join(config["data"].values()))
+                key = "scale_out" if "config.scale_out=true" in sets else "lease"
+                self.assertIn(f"{key} = true", "".join(config["data"].values()))
 
     def test_misconfigurations_fail_with_a_message_that_says_what_to_do(self):
         cases = [
