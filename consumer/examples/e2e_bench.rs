@@ -60,6 +60,9 @@
 //! stage's first internal record to the last the cluster stage passes on, and from the start to
 //! the last stage's exit, against the bare read; each stage's CPU time and peak RSS.
 //!
+//! `--scale-out` replaces step 4 too: the same four stages in one process (`neardup run
+//! --scale-out --mirror-stage --exit-at-end`), measured as `--split-side-by-side` measures them.
+//!
 //! The ratio of 3 to 2 is issue 7's bar (at least 50 %); the machine is shared, so compare the
 //! ratio, not the absolute rates.
 
@@ -382,7 +385,7 @@ fn spread(sorted: &[i64]) -> String {
 
 const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
      [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
-     [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] \
+     [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] [--scale-out] \
      [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]\n\
      EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
      (see the comment at the top of consumer/examples/e2e_bench.rs)";
@@ -565,6 +568,16 @@ fn main() {
             &passed,
             lines.len(),
             cpu,
+        );
+    }
+    if args.iter().any(|a| a == "--scale-out") {
+        return scale_out(
+            &brokers,
+            &topic,
+            &prefix("split"),
+            &passed,
+            lines.len(),
+            (bare, cpu),
         );
     }
     if args.iter().any(|a| a == "--split-side-by-side") {
@@ -824,7 +837,12 @@ fn echo_baseline(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: f64, when:
 
 /// The internal topics of a split topology with a mirror stage (one partition each, as the
 /// input topic has).
-const INTERNAL: [&str; 3] = ["internal.signed", "internal.indexed", "internal.clustered"];
+const INTERNAL: [&str; 4] = [
+    "internal.signed",
+    "internal.indexed",
+    "internal.clustered",
+    "internal.lease",
+];
 
 /// The arguments that make `neardup run` the split stage `stage` (with a mirror stage, so each
 /// of the four stages runs in a process of its own).
@@ -938,6 +956,48 @@ fn split_side_by_side(
         n as f64 / secs,
         100.0 * n as f64 / secs / bare,
         total_cpu / all_cpu
+    );
+}
+
+/// `--scale-out`: the four split stages in one process on `topic` (`n` records), measured as
+/// [`split_side_by_side`] measures them.
+fn scale_out(
+    brokers: &str,
+    topic: &str,
+    prefix: &str,
+    passed: &[&str],
+    n: usize,
+    (bare, all_cpu): (f64, f64),
+) {
+    let args: Vec<&str> = ["--scale-out", "--mirror-stage", "--exit-at-end"]
+        .into_iter()
+        .chain(passed.iter().copied())
+        .collect();
+    let (secs, peak_kib, err, cpu) = neardup(brokers, topic, prefix, &args, None);
+    assert!(
+        err.contains("stage mirror:"),
+        "neardup run --scale-out did not finish:\n{err}"
+    );
+    let first = stamps(brokers, &format!("{prefix}internal.signed"))
+        .into_iter()
+        .min();
+    let last = stamps(brokers, &format!("{prefix}internal.clustered"))
+        .into_iter()
+        .max();
+    if let (Some(first), Some(last)) = (first, last) {
+        let span = (last - first).max(1) as f64 / 1000.0;
+        println!(
+            "--scale-out, first signed record to last clustered ({span:.1} s of {secs:.1} s): {:.0} records/s = {:.1} % of the bare read",
+            n as f64 / span,
+            100.0 * n as f64 / span / bare
+        );
+    }
+    println!(
+        "--scale-out, start to exit: {:.0} records/s = {:.1} % of the bare read; CPU time {cpu:.1} s, against {all_cpu:.1} s all-in-one ({:.2}x); peak RSS {:.0} MiB",
+        n as f64 / secs,
+        100.0 * n as f64 / secs / bare,
+        cpu / all_cpu,
+        peak_kib as f64 / 1024.0
     );
 }
 
