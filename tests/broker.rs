@@ -1847,6 +1847,13 @@ async fn two_leased_index_instances_index_the_stream_once() {
 /// exits, and finds nothing left. The outputs are exactly the all-in-one oracle's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_scale_out_instances_share_the_signing_and_publish_the_all_in_one_outputs() {
+    // Without the internal topics, a stage stops on the missing one, and stops the others.
+    let wrong = Setup::with_input_partitions("scaleoutwrong", brokers(), 2).await;
+    let err = wrong.run_logged(&["--scale-out", "--exit-at-end"], false);
+    assert!(
+        err.contains("neardup: error: --stage ") && err.contains("does not exist"),
+        "{err}"
+    );
     let s = Setup::with_input_partitions("scaleout", brokers(), 2).await;
     let want = produce_alternating(&s, &sample_crawl(&SampleOptions::default())).await;
     let (ok, report) = s.topics(&["--create", "--scale-out"]);

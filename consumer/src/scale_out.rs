@@ -119,19 +119,29 @@ pub fn run(
             .name(format!("neardup-{name}"))
             .spawn(move || {
                 telemetry::set_stage(Some(name));
-                let outcome = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .thread_name(format!("{name}-rt"))
-                    .on_thread_start(move || telemetry::set_stage(Some(name)))
-                    .enable_all()
-                    .build()
-                    .context("cannot start the stage's runtime")
-                    .and_then(|rt| {
-                        rt.block_on(
-                            kafka::run(&(&a).into(), a.topology.config(), shutdown, asked, health)
+                // A panic must stop the others too, or they would run on without the stage.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .thread_name(format!("{name}-rt"))
+                        .on_thread_start(move || telemetry::set_stage(Some(name)))
+                        .enable_all()
+                        .build()
+                        .context("cannot start the stage's runtime")
+                        .and_then(|rt| {
+                            rt.block_on(
+                                kafka::run(
+                                    &(&a).into(),
+                                    a.topology.config(),
+                                    shutdown,
+                                    asked,
+                                    health,
+                                )
                                 .instrument(tracing::info_span!("stage", name)),
-                        )
-                    });
+                            )
+                        })
+                }))
+                .unwrap_or_else(|_| Err(anyhow!("the stage's thread panicked")));
                 drop(keep);
                 let _ = done.send((stage, outcome));
             })
