@@ -1780,6 +1780,73 @@ async fn a_frozen_lease_holder_stops_when_it_thaws_and_the_standby_runs_on() {
     eprintln!("lease, frozen holder: {repeats} repeated outputs");
 }
 
+/// Whether every output the oracle publishes for `merged` has arrived.
+fn published(s: &Setup, merged: &[(Vec<u8>, i32, i64)]) -> bool {
+    let (want, got) = (oracle_of(s, merged), s.read_outputs());
+    OutputKind::ALL.iter().all(|k| {
+        let have: BTreeSet<_> = got[k].iter().collect();
+        want[k].iter().all(|r| have.contains(r))
+    })
+}
+
+/// Two instances running every stage (`--scale-out`) on a two-partition input, each signing
+/// one partition; the instance running the index stage is SIGKILLed after the first stretch of
+/// the stream. The other takes the input partition it signed, the index stage's lease (and the
+/// cluster stage's, if the killed one held it), rebuilds their state from the internal topics,
+/// and applies the rest. Every output of an undisturbed run arrives and nothing else, repeats
+/// are identical, and no input is processed into two different results: the signing the killed
+/// instance had not committed is repeated, and the index stage skips what it already applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_out_instance_killed_mid_stream_leaves_every_stage_to_the_other() {
+    let mut t = LeasePair::new("scalekill").await;
+    t.s.create_internal_topics(2).await;
+    let mut instances = [t.spawn(0, &["--scale-out"]), t.spawn(1, &["--scale-out"])];
+    let signing = format!(
+        "neardup_partitions_owned{{topic=\"{}\",stage=\"sign\"}}",
+        t.s.input
+    );
+    t.wait_until("the two instances never signed a partition each", &|| {
+        (0..2).all(|i| t.metric(i, &signing) == Some(1.0))
+    });
+    t.send(0).await;
+    t.wait_until("the first stretch's outputs never arrived", &|| {
+        published(&t.s, &t.merged)
+    });
+    let indexing = |i: usize| t.metric(i, "neardup_lease_held{stage=\"index\"}") == Some(1.0);
+    let killed = (0..2).find(|&i| indexing(i)).unwrap();
+    let other = 1 - killed;
+    for i in 0..2 {
+        assert!(
+            t.metric(i, "neardup_input_records_total{stage=\"sign\"}")
+                .is_some_and(|n| n > 0.0),
+            "instance {i} signed nothing:\n{}",
+            t.logs()
+        );
+    }
+    signal(instances[killed].0.id(), "-KILL");
+    let _ = instances[killed].0.wait();
+    t.send(1).await;
+    t.send(2).await;
+    wait_until(
+        "the other instance never published every output",
+        Duration::from_secs(180),
+        &|| t.logs(),
+        &|| published(&t.s, &t.merged),
+    );
+    assert!(
+        signal_and_wait(&mut instances[other].0, "-TERM").success(),
+        "{}",
+        t.logs()
+    );
+    let log = std::fs::read_to_string(t.log(other)).unwrap();
+    assert!(
+        log.contains("stage{name=\"index\"}: neardup::kafka: lease taken"),
+        "{log}"
+    );
+    let repeats = assert_no_loss_no_divergence(&t.s.read_outputs(), &oracle_of(&t.s, &t.merged));
+    eprintln!("scale-out, instance {killed} killed: {repeats} repeated outputs");
+}
+
 /// A two-partition input holding the sample crawl in alternating stretches, with the internal
 /// topics of the split stages and the lease topic; the oracle's outputs.
 async fn leased_split_setup(name: &str) -> (Setup, BTreeMap<OutputKind, Vec<(String, Vec<u8>)>>) {
