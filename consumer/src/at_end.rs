@@ -382,6 +382,10 @@ impl Prober {
 pub struct Quiet;
 
 impl rdkafka::ClientContext for Quiet {
+    /// Not parsed, nor logged at `info` as the default does (`-X statistics.interval.ms`
+    /// reaches these clients too).
+    fn stats_raw(&self, _statistics: &[u8]) {}
+
     fn error(&self, error: KafkaError, reason: &str) {
         debug!(error = %error, reason, "librdkafka error (reading where a topic ends)");
     }

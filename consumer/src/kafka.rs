@@ -295,6 +295,11 @@ pub struct ProducerLog {
 }
 
 impl ClientContext for ProducerLog {
+    /// The statistics a `-X statistics.interval.ms` asks of every client are the consumer's
+    /// business (lag, brokers): the default would log the producer's whole document at `info`
+    /// each interval.
+    fn stats_raw(&self, _statistics: &[u8]) {}
+
     fn error(&self, error: KafkaError, reason: &str) {
         note_fatal(&self.fatal, &error, reason);
         telemetry::in_stage(self.stage, || {

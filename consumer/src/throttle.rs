@@ -136,6 +136,10 @@ impl Logged {
 }
 
 impl rdkafka::ClientContext for Logged {
+    /// Not parsed, nor logged at `info` as the default does (`-X statistics.interval.ms`
+    /// reaches this client too).
+    fn stats_raw(&self, _statistics: &[u8]) {}
+
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
         kafka_error(&self.throttle, self.client, &error, reason);
     }
