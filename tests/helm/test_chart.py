@@ -337,6 +337,15 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(trigger["metadata"]["topic"], toml_value(toml, "input_topic"))
         self.assertEqual(trigger["metadata"]["bootstrapServers"], toml_value(toml, "brokers"))
         self.assertEqual((so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]), (2, 24))
+        # config.scale_out: every pod of the all workload signs, so KEDA scales that workload
+        r = Render(sets=["keda.enabled=true", "config.scale_out=true"])
+        (so,) = r.of("ScaledObject")
+        target = so["spec"]["scaleTargetRef"]
+        self.assertEqual(target["kind"], "StatefulSet")
+        all_ = r.one("StatefulSet", target["name"])
+        self.assertEqual(stage_of(all_), "all")
+        self.assertNotIn("replicas", all_["spec"], "KEDA owns the replicas")
+        self.assertEqual(so["spec"]["triggers"][0]["metadata"]["consumerGroup"], toml_value(r.config_toml(), "group"))
 
     def test_security_defaults(self):
         for variant in VARIANTS:
@@ -540,6 +549,9 @@ class ChartTest(unittest.TestCase):
         cases = [
             (["sasl.enabled=true"], "sasl.existingSecret"),
             (["keda.enabled=true"], "split: true"),
+            (["keda.enabled=true"], "config.scale_out: true"),
+            (["keda.enabled=true", "config.scale_out=true", "keda.minReplicaCount=0"], "at least 1"),
+            (["split=true", "config.scale_out=true"], "choose one"),
             (["config.drain_timeout=10s"], "shutdown.drainTimeoutSeconds"),
             (["config.http_listen=0.0.0.0:1"], "http.port"),
             (["config.brokers="], "config.brokers"),
