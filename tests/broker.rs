@@ -1931,9 +1931,20 @@ async fn two_scale_out_instances_share_the_signing_and_publish_the_all_in_one_ou
     let logs: Vec<_> = (0..2)
         .map(|i| std::env::temp_dir().join(format!("neardup-{}-scaled{i}.log", s.group)))
         .collect();
+    // Each instance with a checkpoint directory of its own (a pod's volume).
+    let dirs: Vec<Scratch> = (0..2)
+        .map(|i| Scratch::new(&format!("scaled{i}-{}", s.group.len())))
+        .collect();
     let mut instances: Vec<Child> = logs
         .iter()
-        .map(|log| s.spawn_logged(&["--scale-out", "--exit-at-end"], log))
+        .zip(&dirs)
+        .map(|(log, dir)| {
+            let dir = dir.display().to_string();
+            s.spawn_logged(
+                &["--scale-out", "--exit-at-end", "--checkpoint-dir", &dir],
+                log,
+            )
+        })
         .collect();
     // Per instance, per stage: the records it applied (each stage's summary follows its name).
     let applied: Vec<BTreeMap<&str, u64>> = instances
@@ -1963,7 +1974,16 @@ async fn two_scale_out_instances_share_the_signing_and_publish_the_all_in_one_ou
             ran.contains(&0) && ran.iter().filter(|&&n| n > 0).count() == 1,
             "one instance ran the {stage} stage on the stream, the other nothing: {applied:?}"
         );
+        // The instance that ran it checkpointed it at the end, in DIR/STAGE.
+        let ran_in = ran.iter().position(|&n| n > 0).unwrap();
+        assert!(
+            dirs[ran_in].join(stage).join("checkpoint").is_file(),
+            "no checkpoint of the {stage} stage in {}",
+            dirs[ran_in].display()
+        );
     }
+    // Signing keeps no state.
+    assert!(dirs.iter().all(|d| !d.join("sign").exists()));
     assert_split_outputs(&s, want);
 }
 
