@@ -1924,27 +1924,55 @@ async fn two_scale_out_instances_share_the_signing_and_publish_the_all_in_one_ou
         err.contains("neardup: error: --stage ") && err.contains("does not exist"),
         "{err}"
     );
-    let s = Setup::with_input_partitions("scaleout", brokers(), 2).await;
+    scale_out_pair("scaleout", &[], &[]).await;
+}
+
+/// The same with the index stage split by key over two shards and a mirror stage: six stages in
+/// each process. The shard stage shares the partitions of `internal.steps` between the
+/// instances, as the sign stage shares the input's; verify, cluster and mirror run leased.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_out_instances_with_key_shards_and_a_mirror_stage_publish_the_all_in_one_outputs() {
+    scale_out_pair(
+        "scaleoutall",
+        &["--key-shards", "2", "--mirror-stage"],
+        &["verify", "mirror"],
+    )
+    .await;
+}
+
+/// Two `--scale-out` instances with `extra` flags, started together with `--exit-at-end` on a
+/// two-partition input (the topics made by `neardup topics --create --scale-out`): each signs
+/// records; the index and cluster stages, and each of the `leased` stages, run on the whole
+/// stream in exactly one instance and are checkpointed there in DIR/STAGE; the outputs are the
+/// all-in-one oracle's.
+async fn scale_out_pair(name: &str, extra: &[&str], leased: &[&str]) {
+    let s = Setup::with_input_partitions(name, brokers(), 2).await;
     let want = produce_alternating(&s, &sample_crawl(&SampleOptions::default())).await;
-    let (ok, report) = s.topics(&["--create", "--scale-out"]);
+    let (ok, report) = s.topics(&[&["--create", "--scale-out"][..], extra].concat());
     assert!(ok, "{report}");
     let logs: Vec<_> = (0..2)
         .map(|i| std::env::temp_dir().join(format!("neardup-{}-scaled{i}.log", s.group)))
         .collect();
     // Each instance with a checkpoint directory of its own (a pod's volume).
     let dirs: Vec<Scratch> = (0..2)
-        .map(|i| Scratch::new(&format!("scaled{i}-{}", s.group.len())))
+        .map(|i| Scratch::new(&format!("{name}{i}-{}", s.group.len())))
         .collect();
     let mut instances: Vec<Child> = logs
         .iter()
         .zip(&dirs)
         .map(|(log, dir)| {
             let dir = dir.display().to_string();
-            s.spawn_logged(
-                &["--scale-out", "--exit-at-end", "--checkpoint-dir", &dir],
-                log,
-            )
+            let args = [
+                &["--scale-out", "--exit-at-end", "--checkpoint-dir", &dir][..],
+                extra,
+            ]
+            .concat();
+            s.spawn_logged(&args, log)
         })
+        .collect();
+    let stages: Vec<&str> = ["sign", "index", "cluster"]
+        .into_iter()
+        .chain(leased.iter().copied())
         .collect();
     // Per instance, per stage: the records it applied (each stage's summary follows its name).
     let applied: Vec<BTreeMap<&str, u64>> = instances
@@ -1952,9 +1980,9 @@ async fn two_scale_out_instances_share_the_signing_and_publish_the_all_in_one_ou
         .zip(&logs)
         .map(|(child, log)| {
             let err = finish_logged(child, log, true);
-            ["sign", "index", "cluster"]
-                .into_iter()
-                .map(|stage| {
+            stages
+                .iter()
+                .map(|&stage| {
                     let summary = err
                         .split_once(&format!("\nstage {stage}:\n"))
                         .unwrap_or_else(|| panic!("no summary of the {stage} stage:\n{err}"))
@@ -1968,7 +1996,7 @@ async fn two_scale_out_instances_share_the_signing_and_publish_the_all_in_one_ou
         applied.iter().all(|a| a["sign"] > 0),
         "an instance signed nothing: {applied:?}"
     );
-    for stage in ["index", "cluster"] {
+    for &stage in &stages[1..] {
         let ran: Vec<u64> = applied.iter().map(|a| a[stage]).collect();
         assert!(
             ran.contains(&0) && ran.iter().filter(|&&n| n > 0).count() == 1,
