@@ -622,6 +622,9 @@ class ChartTest(unittest.TestCase):
                     (target,) = re.findall(r"exec (\S+) -- neardup run", notes)
                     self.assertIn(target, names)
                     self.assertEqual("internal.signed" in notes, variant in ("split", "keda", "sasl"))
+                    # every stage in each pod: the cluster map from the pod holding the cluster lease
+                    self.assertEqual('neardup_lease_held{stage="cluster"}' in notes, variant == "scale-out")
+                    self.assertEqual("running every split stage in each of 2 pod(s)" in notes, variant == "scale-out")
                     # the topics: made by the release's Job, or how to make them
                     jobs = [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
                     if jobs:
