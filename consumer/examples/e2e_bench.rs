@@ -570,18 +570,16 @@ fn main() {
             cpu,
         );
     }
-    if args.iter().any(|a| a == "--scale-out") {
-        return scale_out(
-            &brokers,
-            &topic,
-            &prefix("split"),
-            &passed,
-            lines.len(),
-            (bare, cpu),
-        );
-    }
-    if args.iter().any(|a| a == "--split-side-by-side") {
-        return split_side_by_side(
+    // The split stages started at once: as processes side by side, or in one process.
+    let together: Option<SplitRun> = if args.iter().any(|a| a == "--scale-out") {
+        Some(scale_out)
+    } else if args.iter().any(|a| a == "--split-side-by-side") {
+        Some(split_side_by_side)
+    } else {
+        None
+    };
+    if let Some(run) = together {
+        return run(
             &brokers,
             &topic,
             &prefix("split"),
@@ -901,6 +899,10 @@ fn split_stages(brokers: &str, topic: &str, prefix: &str, passed: &[&str], n: us
     );
 }
 
+/// A run of the split stages started at once: (brokers, topic, prefix, arguments passed, records,
+/// (the bare read's rate, the all-in-one's CPU time)).
+type SplitRun = fn(&str, &str, &str, &[&str], usize, (f64, f64));
+
 /// `--split-side-by-side`: the four split stages started at once on `topic` (`n` records), each
 /// with `--exit-at-end`, as a replay of a topic through a split topology runs on this machine;
 /// `bare` is the bare read's rate, `all_cpu` the all-in-one run's CPU time.
@@ -936,7 +938,19 @@ fn split_side_by_side(
         );
     }
     let secs = started.elapsed().as_secs_f64();
-    // From the sign stage's first record to the last record the cluster stage passed on.
+    steady_rate("split stages side by side", brokers, prefix, n, secs, bare);
+    println!(
+        "split stages side by side, start to the last exit: {:.0} records/s = {:.1} % of the bare read; CPU time together {total_cpu:.1} s, against {all_cpu:.1} s all-in-one ({:.2}x)",
+        n as f64 / secs,
+        100.0 * n as f64 / secs / bare,
+        total_cpu / all_cpu
+    );
+}
+
+/// Prints the rate of the split stages under `prefix` (`n` records, `secs` from start to the
+/// last exit) from the sign stage's first internal record to the last record the cluster stage
+/// passed on, against the `bare` read.
+fn steady_rate(what: &str, brokers: &str, prefix: &str, n: usize, secs: f64, bare: f64) {
     let first = stamps(brokers, &format!("{prefix}internal.signed"))
         .into_iter()
         .min();
@@ -946,17 +960,11 @@ fn split_side_by_side(
     if let (Some(first), Some(last)) = (first, last) {
         let span = (last - first).max(1) as f64 / 1000.0;
         println!(
-            "split stages side by side, first signed record to last clustered ({span:.1} s of {secs:.1} s): {:.0} records/s = {:.1} % of the bare read",
+            "{what}, first signed record to last clustered ({span:.1} s of {secs:.1} s): {:.0} records/s = {:.1} % of the bare read",
             n as f64 / span,
             100.0 * n as f64 / span / bare
         );
     }
-    println!(
-        "split stages side by side, start to the last exit: {:.0} records/s = {:.1} % of the bare read; CPU time together {total_cpu:.1} s, against {all_cpu:.1} s all-in-one ({:.2}x)",
-        n as f64 / secs,
-        100.0 * n as f64 / secs / bare,
-        total_cpu / all_cpu
-    );
 }
 
 /// `--scale-out`: the four split stages in one process on `topic` (`n` records), measured as
@@ -978,20 +986,7 @@ fn scale_out(
         err.contains("stage mirror:"),
         "neardup run --scale-out did not finish:\n{err}"
     );
-    let first = stamps(brokers, &format!("{prefix}internal.signed"))
-        .into_iter()
-        .min();
-    let last = stamps(brokers, &format!("{prefix}internal.clustered"))
-        .into_iter()
-        .max();
-    if let (Some(first), Some(last)) = (first, last) {
-        let span = (last - first).max(1) as f64 / 1000.0;
-        println!(
-            "--scale-out, first signed record to last clustered ({span:.1} s of {secs:.1} s): {:.0} records/s = {:.1} % of the bare read",
-            n as f64 / span,
-            100.0 * n as f64 / span / bare
-        );
-    }
+    steady_rate("--scale-out", brokers, prefix, n, secs, bare);
     println!(
         "--scale-out, start to exit: {:.0} records/s = {:.1} % of the bare read; CPU time {cpu:.1} s, against {all_cpu:.1} s all-in-one ({:.2}x); peak RSS {:.0} MiB",
         n as f64 / secs,
