@@ -1843,6 +1843,14 @@ async fn a_scale_out_instance_killed_mid_stream_leaves_every_stage_to_the_other(
         log.contains("stage{name=\"index\"}: neardup::kafka: lease taken"),
         "{log}"
     );
+    // Standing by, its index stage did not ask where the sign stage stands.
+    let taken = log
+        .find("stage{name=\"index\"}: neardup::kafka: lease taken")
+        .unwrap();
+    assert!(
+        !log[..taken].contains("neardup::upstream"),
+        "the standby watched the sign stage:\n{log}"
+    );
     // `-X statistics.interval.ms=500` reaches the producers and the clients that look where
     // topics end too: their statistics are not logged (rdkafka's default logs each at info).
     assert!(!log.contains("Client stats"), "{log}");

@@ -473,12 +473,17 @@ pub async fn run(
     // The index stage waits for the internal partitions the sign stage still fills
     // (crate::upstream): per partition, the offset after the last record received.
     let received: Arc<std::sync::Mutex<crate::upstream::Received>> = Arc::default();
-    let (_upstream, mut upstream) = if opts.stage == Stage::Index
+    // (Under a lease, it asks only once this instance holds it.)
+    let (watcher, mut upstream) = if opts.stage == Stage::Index
         && !opts.partition_wait.is_zero()
         && !opts.upstream_wait.is_zero()
     {
-        let (watcher, lagging) =
-            crate::upstream::Upstream::watch(opts, opts.for_stage().group, received.clone());
+        let (watcher, lagging) = crate::upstream::Upstream::watch(
+            opts,
+            opts.for_stage().group,
+            received.clone(),
+            !opts.leased(),
+        );
         (Some(watcher), Some(lagging))
     } else {
         (None, None)
@@ -1079,6 +1084,9 @@ pub async fn run(
                 if term.held && !subscribed {
                     info!(topic = %opts.input_topic, group = %opts.group, "lease taken: this instance runs the stage now, from where the group's offsets and the state say");
                     subscribe()?;
+                    if let Some(w) = &watcher {
+                        w.activate();
+                    }
                     (subscribed, subscribed_in) = (true, term.taken);
                 }
             }

@@ -69,6 +69,10 @@ pub type Lagging = Option<Answer>;
 /// The watching thread, stopped when dropped.
 pub struct Upstream {
     stop: Arc<AtomicBool>,
+    /// Whether the index stage reads its input, so that there is something to ask: a standby
+    /// (`--lease`, and every standing-by instance of `--scale-out`) does not ask the broker
+    /// ten times a second for nothing.
+    active: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -77,13 +81,17 @@ impl Upstream {
     /// before [`KafkaOptions::for_stage`]): its group and the input topic, and the internal
     /// topic the index stage reads as group `index_group`. `received`: what the index stage
     /// has received, which its run loop keeps. The answers go to the returned receiver.
+    /// It asks only once [`Upstream::activate`]d, or from the start if `active`.
     pub fn watch(
         opts: &KafkaOptions,
         index_group: String,
         received: Arc<Mutex<Received>>,
+        active: bool,
     ) -> (Upstream, watch::Receiver<Lagging>) {
         let (tx, rx) = watch::channel(None);
         let stop = Arc::new(AtomicBool::new(false));
+        let active = Arc::new(AtomicBool::new(active));
+        let asks = active.clone();
         let mut probe = Prober::new(opts);
         let sign_group = opts.group.clone();
         let input = opts.input_topic.clone();
@@ -94,6 +102,10 @@ impl Upstream {
             .spawn(crate::telemetry::staged(move || {
                 let mut said: Option<Vec<i32>> = None;
                 while !stopping.load(Ordering::Relaxed) {
+                    if !asks.load(Ordering::Relaxed) {
+                        std::thread::sleep(PERIOD);
+                        continue;
+                    }
                     let asking = std::time::Instant::now();
                     let asked = lagging(
                         &mut probe,
@@ -132,10 +144,18 @@ impl Upstream {
         (
             Upstream {
                 stop,
+                active,
                 thread: Some(thread),
             },
             rx,
         )
+    }
+}
+
+impl Upstream {
+    /// Starts asking: the index stage reads its input now (a standby took the lease).
+    pub fn activate(&self) {
+        self.active.store(true, Ordering::Relaxed);
     }
 }
 
