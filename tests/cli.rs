@@ -293,8 +293,8 @@ fn a_run_with_no_broker_says_what_to_check_without_flooding_the_log() {
     );
 }
 
-/// `neardup run` under a memory limit too small for its page budget says so at start, with the
-/// budget that would fit: run in a child of this process's cgroup (v1 memory controller) with a
+/// `neardup run` (all-in-one, or `--scale-out`) under a memory limit too small for its page
+/// budget says so at start, with the budget that would fit: run in a child of this process's cgroup (v1 memory controller) with a
 /// 1 GiB limit. Where no such cgroup can be made (not root, cgroup v2 without delegation) the
 /// test says so and checks nothing; the estimate itself is unit-tested in `sizing.rs`.
 #[test]
@@ -321,20 +321,21 @@ fn a_run_whose_page_budget_does_not_fit_its_memory_limit_says_so() {
         return;
     }
     let port = free_port();
-    let run = |budget: &str| {
+    let run = |budget: &str, extra: &str| {
         spawn_logging(
             Command::new("sh")
                 .arg("-c")
                 .arg(format!(
                     "echo $$ > {dir}/cgroup.procs && exec \"$0\" run --brokers 127.0.0.1:{port} \
-                     --input-topic pages --max-window-pages {budget}"
+                     --input-topic pages --max-window-pages {budget} {extra}"
                 ))
                 .arg(env!("CARGO_BIN_EXE_neardup"))
                 .env_remove("NEARDUP_MAX_WINDOW_PAGES")
                 .env_remove("NEARDUP_SIGN_CACHE"),
         )
     };
-    // The first lines of each run's log, up to its "consuming" line (after the start-up checks).
+    // The first lines of each run's log, up to its "consuming" line (after the start-up checks)
+    // or its warning.
     let first_lines = |mut child: std::process::Child| {
         let (tx, rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
@@ -343,7 +344,7 @@ fn a_run_whose_page_budget_does_not_fit_its_memory_limit_says_so() {
                 .lines()
                 .map_while(Result::ok)
             {
-                let done = line.contains("consuming");
+                let done = line.contains("consuming") || line.contains("may need about");
                 let _ = tx.send(line);
                 if done {
                     break;
@@ -355,7 +356,7 @@ fn a_run_whose_page_budget_does_not_fit_its_memory_limit_says_so() {
         while start.elapsed() < Duration::from_secs(40) {
             match rx.recv_timeout(Duration::from_millis(200)) {
                 Ok(l) => {
-                    let done = l.contains("consuming");
+                    let done = l.contains("consuming") || l.contains("may need about");
                     lines.push(l);
                     if done {
                         break;
@@ -369,9 +370,15 @@ fn a_run_whose_page_budget_does_not_fit_its_memory_limit_says_so() {
         let _ = child.wait();
         lines.join("\n")
     };
-    let default_budget = first_lines(run("4000000"));
-    let fitting = first_lines(run("100000"));
+    let default_budget = first_lines(run("4000000", ""));
+    let fitting = first_lines(run("100000", ""));
+    // A process running every stage may come to hold every stage's state: it warns as well.
+    let scaled = first_lines(run("4000000", "--scale-out"));
     let _ = std::fs::remove_dir(&dir);
+    assert!(
+        scaled.contains("the page budget (--max-window-pages 4000000) may need about"),
+        "{scaled}"
+    );
     assert!(
         default_budget.contains("the page budget (--max-window-pages 4000000) may need about")
             && default_budget.contains("memory limit of 1.0 GiB")
