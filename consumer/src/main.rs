@@ -139,39 +139,22 @@ fn run(args: neardup::cli::RunArgs) -> Result<()> {
     }
     runtime()?.block_on(async {
         let (tx, rx) = watch::channel(false);
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            let _ = tx.send(true);
-        });
+        stop_on_signal(std::sync::Arc::new(tx));
         // The HTTP endpoints ask the run loop; without --http-listen nobody asks.
         let (queries, asked) = tokio::sync::mpsc::channel(64);
         let health = std::sync::Arc::new(neardup::telemetry::Health::default());
-        if let Some(addr) = &args.http_listen {
-            let listener = http::bind(addr).await?;
-            let metrics = neardup::telemetry::install()?;
-            tracing::info!(
-                address = %listener.local_addr()?,
-                "serving HTTP: /clusters, /healthz, /readyz, /metrics"
-            );
-            http::serve(
-                listener,
-                args.stage,
-                queries,
-                neardup::telemetry::Readiness::one(health.clone()),
-                metrics,
-                rx.clone(),
-            );
-        }
+        serve_http(
+            &args,
+            args.stage,
+            &queries,
+            neardup::telemetry::Readiness::one(health.clone()),
+            &rx,
+            "serving HTTP: /clusters, /healthz, /readyz, /metrics",
+        )
+        .await?;
         let outcome =
             kafka::run(&(&args).into(), args.topology.config(), rx, asked, health).await?;
-        say(
-            &mut std::io::stderr(),
-            &format!(
-                "{}{}",
-                summary::render(&outcome.topology, outcome.elapsed),
-                summary::sign_cache(&outcome.sign_cache)
-            ),
-        );
+        say(&mut std::io::stderr(), &summary_of(&outcome));
         Ok(())
     })
 }
@@ -185,46 +168,73 @@ fn run_scaled(args: &neardup::cli::RunArgs) -> Result<()> {
     let stages = neardup::scale_out::plan(args);
     let (queries, asked) = tokio::sync::mpsc::channel(64);
     rt.block_on(async {
-        let stop = tx.clone();
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            let _ = stop.send(true);
-        });
-        if let Some(addr) = &args.http_listen {
-            let listener = http::bind(addr).await?;
-            let metrics = neardup::telemetry::install()?;
-            tracing::info!(
-                address = %listener.local_addr()?,
-                stages = ?stages.iter().map(|s| s.stage.name()).collect::<Vec<_>>(),
-                "serving HTTP: /clusters (the cluster stage), /healthz, /readyz (every stage), /metrics (labelled by stage)"
-            );
-            http::serve(
-                listener,
-                neardup::cli::Stage::Cluster,
-                queries.clone(),
-                neardup::telemetry::Readiness::of(
-                    stages.iter().map(|s| (s.stage.name(), s.health.clone())).collect(),
-                ),
-                metrics,
-                rx.clone(),
-            );
-        }
-        anyhow::Ok(())
+        stop_on_signal(tx.clone());
+        tracing::info!(stages = ?stages.iter().map(|s| s.stage.name()).collect::<Vec<_>>(), "running every stage");
+        serve_http(
+            args,
+            neardup::cli::Stage::Cluster,
+            &queries,
+            neardup::telemetry::Readiness::of(
+                stages.iter().map(|s| (s.stage.name(), s.health.clone())).collect(),
+            ),
+            &rx,
+            "serving HTTP: /clusters (the cluster stage), /healthz, /readyz (every stage), /metrics (labelled by stage)",
+        )
+        .await
     })?;
     // `queries` lives on with the process: the cluster stage's channel stays open without HTTP.
     let outcomes = neardup::scale_out::run(args, stages, rx, tx, asked)?;
     for (stage, outcome) in outcomes {
         say(
             &mut std::io::stderr(),
-            &format!(
-                "stage {}:\n{}{}",
-                stage.name(),
-                summary::render(&outcome.topology, outcome.elapsed),
-                summary::sign_cache(&outcome.sign_cache)
-            ),
+            &format!("stage {}:\n{}", stage.name(), summary_of(&outcome)),
         );
     }
     Ok(())
+}
+
+/// Turns `stop` true on SIGTERM or SIGINT.
+fn stop_on_signal(stop: std::sync::Arc<watch::Sender<bool>>) {
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = stop.send(true);
+    });
+}
+
+/// With `--http-listen`, serves the endpoints of a process running `stage` (see
+/// [`http::serve`]) until `shutdown` turns true, and logs `what` it serves.
+async fn serve_http(
+    args: &neardup::cli::RunArgs,
+    stage: neardup::cli::Stage,
+    queries: &tokio::sync::mpsc::Sender<http::ClusterQuery>,
+    readiness: neardup::telemetry::Readiness,
+    shutdown: &watch::Receiver<bool>,
+    what: &str,
+) -> Result<()> {
+    let Some(addr) = &args.http_listen else {
+        return Ok(());
+    };
+    let listener = http::bind(addr).await?;
+    let metrics = neardup::telemetry::install()?;
+    tracing::info!(address = %listener.local_addr()?, "{what}");
+    http::serve(
+        listener,
+        stage,
+        queries.clone(),
+        readiness,
+        metrics,
+        shutdown.clone(),
+    );
+    Ok(())
+}
+
+/// The summary of a run of one stage: its counts, and what its sign cache did.
+fn summary_of(outcome: &kafka::RunOutcome) -> String {
+    format!(
+        "{}{}",
+        summary::render(&outcome.topology, outcome.elapsed),
+        summary::sign_cache(&outcome.sign_cache)
+    )
 }
 
 /// Writes `text`, ignoring a reader that went away (`neardup eval ... | head`): `print!` panics
