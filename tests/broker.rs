@@ -6,6 +6,7 @@
 //! every output topic back, and compares with the oracle: the same topology replayed in memory
 //! over the same records, whose outputs must come out of Kafka byte for byte.
 
+use clap::Parser as _;
 use neardup::replay::replay_records;
 use neardup::sample::{record_key, sample_crawl, SampleCrawl, SampleOptions};
 use neardup_schemas::{ClusterEvent, DeadLetterEvent, OutputKind, PairEvent, PairState, Source};
@@ -1119,6 +1120,56 @@ async fn send_alternating(
         heads[p] += 1;
     }
     merged
+}
+
+/// The index stage's watch of the sign stage asks where every partition of a topic starts and
+/// ends in one request each (`Prober::watermarks`), where it used to ask partition by partition:
+/// the answer is the broker's answer for each partition, the partitions with records past an
+/// offset are told from it, and a partition the topic does not have is an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_every_partition_ends_is_asked_at_once() {
+    let s = Setup::with_input_partitions("watermarks", brokers(), 4).await;
+    let producer: FutureProducer = s.config().create().unwrap();
+    let mut ends = BTreeMap::new();
+    for p in 0..4 {
+        ends.insert(p, (0, 0));
+        for i in 0..p {
+            // One record per request, so that the end tansu lists (the start of the last batch,
+            // plus one) is the true end.
+            let offset = send_to(
+                &producer,
+                &s.input,
+                p,
+                format!("record {i}").as_bytes(),
+                None,
+            )
+            .await;
+            ends.insert(p, (0, offset + 1));
+        }
+    }
+    let cli =
+        neardup::cli::Cli::try_parse_from(["neardup", "run", "--brokers", &s.brokers]).unwrap();
+    let neardup::cli::Command::Run(run) = cli.command else {
+        unreachable!("parsed as run")
+    };
+    let mut prober = neardup::at_end::Prober::new(&neardup::kafka::KafkaOptions::from(&run));
+    let all = prober.watermarks(&s.input, &[0, 1, 2, 3]).unwrap();
+    assert_eq!(all, ends);
+    let consumer: BaseConsumer = s.config().create().unwrap();
+    for (p, marks) in &all {
+        let one = consumer
+            .fetch_watermarks(&s.input, *p, Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(*marks, one, "partition {p}");
+    }
+    let from = [(0, None), (1, None), (2, Some(2)), (3, Some(1))];
+    let with_records = prober.partitions_with_records(&s.input, &from).unwrap();
+    assert_eq!(with_records, [1, 3].into_iter().collect());
+    let missing = prober.watermarks(&s.input, &[1, 9]).unwrap_err();
+    assert!(
+        format!("{missing:#}").contains(&format!("{}/9", s.input)),
+        "{missing:#}"
+    );
 }
 
 /// What the oracle publishes when it applies `merged` in that order, with their partitions and

@@ -323,11 +323,10 @@ impl Prober {
     ) -> Result<HashSet<i32>> {
         let mut found = HashSet::new();
         let mut ask = Vec::new();
-        let probe = self.probe(topic)?;
+        let partitions: Vec<i32> = from.iter().map(|f| f.0).collect();
+        let ends = self.watermarks(topic, &partitions)?;
         for &(p, offset) in from {
-            let (low, high) = probe
-                .fetch_watermarks(topic, p, ASK_TIMEOUT)
-                .with_context(|| format!("cannot read where {topic}/{p} ends"))?;
+            let (low, high) = ends[&p];
             if offset.unwrap_or(low).max(low) < high {
                 found.insert(p);
             } else {
@@ -340,6 +339,56 @@ impl Prober {
                 .map(|(p, _)| p),
         );
         Ok(found)
+    }
+
+    /// Where each of `partitions` of `topic` starts and ends (its low and high watermarks), asked
+    /// of all of them at once: one request for the starts and one for the ends to each
+    /// partition's leader. Asked partition by partition, as `fetch_watermarks` asks, that took
+    /// two round trips per partition, and the index stage's watch asks ten times a second.
+    pub fn watermarks(
+        &mut self,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, (i64, i64)>> {
+        if partitions.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let probe = self.probe(topic)?;
+        // A list offsets request takes a timestamp per partition, -2 (`Beginning`) for the
+        // start and -1 (`End`) for the end: librdkafka sends the same request for
+        // `fetch_watermarks`, one partition at a time.
+        let ask = |at: Offset, which: &str| -> Result<BTreeMap<i32, i64>> {
+            let mut tpl = TopicPartitionList::new();
+            for &p in partitions {
+                tpl.add_partition_offset(topic, p, at)?;
+            }
+            let got = probe
+                .offsets_for_times(tpl, ASK_TIMEOUT)
+                .with_context(|| format!("cannot read where the partitions of {topic} {which}"))?;
+            got.elements()
+                .iter()
+                .map(|e| {
+                    let p = e.partition();
+                    e.error()
+                        .with_context(|| format!("cannot read where {topic}/{p} {which}"))?;
+                    match e.offset() {
+                        Offset::Offset(o) => Ok((p, o)),
+                        other => Err(anyhow!(
+                            "the broker gave no offset for where {topic}/{p} {which} ({other:?})"
+                        )),
+                    }
+                })
+                .collect()
+        };
+        let low = ask(Offset::Beginning, "starts")?;
+        let high = ask(Offset::End, "ends")?;
+        partitions
+            .iter()
+            .map(|&p| match (low.get(&p), high.get(&p)) {
+                (Some(&l), Some(&h)) => Ok((p, (l, h))),
+                _ => Err(anyhow!("the broker did not say where {topic}/{p} ends")),
+            })
+            .collect()
     }
 
     fn probe(&mut self, topic: &str) -> Result<&BaseConsumer<Quiet>> {
