@@ -2278,6 +2278,72 @@ async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
     pg_broker(&["kill", &port]);
 }
 
+/// SIGTERM while the broker is down, with checkpoints, after every output was acknowledged but
+/// before any input offset was committed: the final commit cannot be made, so the state is
+/// ahead of the group's offsets, and no checkpoint of it is written (one would be
+/// refused at the next start as ahead of the group, and the restart would stop until someone
+/// removed it). With the broker back (PostgreSQL storage), the restart rebuilds the state from
+/// the topic and finishes: every output of an undisturbed run arrives and nothing else, and
+/// repeats are identical. (Before the thirtieth session the checkpoint was written, and the
+/// restart stopped with "the checkpoint is ahead of the group's committed offset".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_broker_is_down_writes_no_checkpoint_ahead_of_the_group() {
+    if pg_broker_skipped("sigterm_while_the_broker_is_down_writes_no_checkpoint_ahead_of_the_group")
+    {
+        return;
+    }
+    let port = free_port().to_string();
+    let cluster = format!("downterm-{}", std::process::id());
+    let brokers = pg_broker(&["start", &port, &cluster]);
+    let s = Setup::on("downterm", brokers).await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    let dir = Scratch::new(&format!("downterm-{}", s.group.len()));
+    let ckpt = dir.join("state");
+    let ckpt_arg = ckpt.to_str().unwrap().to_owned();
+    // No periodic commit or checkpoint: what is acknowledged stays ahead of the group's offsets.
+    let log = dir.join("first.log");
+    let mut run = s.spawn_logged(
+        &[
+            "--checkpoint-dir",
+            &ckpt_arg,
+            "--checkpoint-interval",
+            "1h",
+            "--commit-interval",
+            "1h",
+            "--drain-timeout",
+            "3s",
+        ],
+        &log,
+    );
+    // Every output acknowledged (none in flight, which would keep the checkpoint back anyway),
+    // none of the input committed.
+    s.wait_for_signatures(&mut run, signature_count(&sample));
+    std::thread::sleep(Duration::from_secs(1));
+    pg_broker(&["kill", &port]);
+    let status = signal_and_wait(&mut run, "-TERM");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(
+        text.contains("no checkpoint at shutdown: the group did not take the final commit"),
+        "{text}"
+    );
+    assert!(!ckpt.join("checkpoint").exists(), "{text}");
+    pg_broker(&["start", &port, &cluster]);
+    let log = dir.join("second.log");
+    let mut again = s.spawn_logged(&["--checkpoint-dir", &ckpt_arg, "--exit-at-end"], &log);
+    let status = wait_exit(&mut again, Duration::from_secs(240));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(
+        ckpt.join("checkpoint").exists(),
+        "no checkpoint at the end: {text}"
+    );
+    let repeats = assert_no_loss_no_divergence(&s.read_outputs(), &s.oracle(&sample));
+    eprintln!("SIGTERM with the broker down: {repeats} repeated outputs");
+    pg_broker(&["kill", &port]);
+}
+
 /// SASL against a broker that requires authentication (tansu with `--authentication`; SCRAM-SHA-512,
 /// the one mechanism tansu 0.6.0 offers): with the right credentials, the password given only as
 /// `NEARDUP_KAFKA_SASL_PASSWORD`, the run publishes exactly the oracle's outputs; with a wrong

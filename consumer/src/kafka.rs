@@ -997,7 +997,7 @@ pub async fn run(
             if preparing.is_empty() && merge.is_empty() && in_flight.is_empty() {
                 // Every record applied is acknowledged: commit, then the state with its offsets.
                 let committing = Instant::now();
-                commit(
+                let held = commit(
                     &consumer,
                     &opts.input_topic,
                     &acked,
@@ -1005,8 +1005,13 @@ pub async fn run(
                     CommitMode::Sync,
                 )?;
                 let offsets = state_offsets(&state_from, &restored, &acked);
-                // The state is copied now; it is serialized into its file while input resumes.
-                if let Some(at) = tokio::task::block_in_place(|| {
+                if !held {
+                    // A checkpoint ahead of the group's offsets would be refused at the next
+                    // start (the group seems reset behind its state): keep the last one.
+                    warn!("checkpoint skipped: the group did not take the commit of its offsets; the last checkpoint stays");
+                } else if let Some(at) = tokio::task::block_in_place(|| {
+                    // The state is copied now; it is serialized into its file while input
+                    // resumes.
                     saver.begin(
                         &topo,
                         &opts.input_topic,
@@ -1213,14 +1218,16 @@ pub async fn run(
             }
         }
     }
-    commit(
+    let held = commit(
         &consumer,
         &opts.input_topic,
         &acked,
         &mut committed,
         CommitMode::Sync,
     )?;
-    info!(offsets = ?committed, "committed");
+    if held {
+        info!(offsets = ?committed, "committed");
+    }
     if let Some(saver) = &mut saver {
         // Each wait for the volume is bounded, as every other step of the shutdown.
         tokio::task::block_in_place(|| {
@@ -1229,6 +1236,12 @@ pub async fn run(
                 warn!("no checkpoint at shutdown: the one before is still being written");
             } else if !subscribed {
                 // A standby never ran the stage: its state is the one it loaded.
+            } else if !held {
+                // The group's offsets are behind the state (the broker out of reach, or a
+                // lease holder the group dropped): a checkpoint of it would be refused at the
+                // next start as ahead of the group. The last one stays, and the restart
+                // re-reads from it.
+                warn!("no checkpoint at shutdown: the group did not take the final commit; the last checkpoint stays");
             } else if in_flight.is_empty() {
                 let offsets = state_offsets(&state_from, &restored, &acked);
                 saver.begin(
@@ -1665,13 +1678,17 @@ fn take_revocations(
     any
 }
 
+/// Commits the offsets of `acked` that `committed` does not hold yet. A refused commit is not
+/// fatal (the next one carries the same or later offsets); the answer says whether the group
+/// now holds `acked` (for a synchronous commit: the broker took it), as a checkpoint of the
+/// state at `acked` may be written only then.
 fn commit(
     consumer: &StreamConsumer<RunContext>,
     topic: &str,
     acked: &BTreeMap<i32, i64>,
     committed: &mut BTreeMap<i32, i64>,
     mode: CommitMode,
-) -> Result<()> {
+) -> Result<bool> {
     let mut tpl = TopicPartitionList::new();
     for (&p, &next) in acked {
         if committed.get(&p) != Some(&next) {
@@ -1679,7 +1696,7 @@ fn commit(
         }
     }
     if tpl.count() == 0 {
-        return Ok(());
+        return Ok(true);
     }
     match consumer.commit(&tpl, mode) {
         Ok(()) => {
@@ -1688,7 +1705,7 @@ fn commit(
                 gauge!("neardup_committed_offset", "partition" => p.to_string()).set(*o as f64);
             }
             committed.extend(acked.iter().map(|(p, o)| (*p, *o)));
-            Ok(())
+            Ok(true)
         }
         // Not fatal: the next commit carries the same (or later) offsets; at shutdown, they are
         // processed again after a restart (at least once).
@@ -1696,13 +1713,13 @@ fn commit(
             match mode {
                 CommitMode::Sync => warn!(
                     error = %e,
-                    "final commit failed; these records are processed again after a restart"
+                    "commit failed; the records since the last commit are processed again after a restart (no checkpoint is written ahead of the group's offsets)"
                 ),
                 CommitMode::Async => {
                     warn!(error = %e, "commit failed; will retry with the next commit")
                 }
             }
-            Ok(())
+            Ok(false)
         }
     }
 }
