@@ -2240,6 +2240,19 @@ fn pg_broker(cmd: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// A broker of the test's own whose storage survives a restart (`tests/kafka-pg-broker.sh`),
+/// with the test's topics and the big sample crawl in its input: its port and cluster name (to
+/// kill and start it again), the setup and the sample.
+async fn own_pg_broker(name: &str) -> (String, String, Setup, SampleCrawl) {
+    let port = free_port().to_string();
+    let cluster = format!("{name}-{}", std::process::id());
+    let brokers = pg_broker(&["start", &port, &cluster]);
+    let s = Setup::on(name, brokers).await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    (port, cluster, s, sample)
+}
+
 /// The broker killed (SIGKILL) and restarted mid-stream, on a storage that survives it (tansu
 /// with PostgreSQL, `tests/kafka-pg-broker.sh`): neardup rides through the outage (librdkafka
 /// retries its fetches and produces; the group rejoins) and finishes; every output of an
@@ -2249,12 +2262,7 @@ async fn the_broker_killed_and_restarted_mid_stream_loses_nothing() {
     if pg_broker_skipped("the_broker_killed_and_restarted_mid_stream_loses_nothing") {
         return;
     }
-    let port = free_port().to_string();
-    let cluster = format!("restart-{}", std::process::id());
-    let brokers = pg_broker(&["start", &port, &cluster]);
-    let s = Setup::on("restart", brokers).await;
-    let sample = big_sample();
-    s.produce(&sample).await;
+    let (port, cluster, s, sample) = own_pg_broker("restart").await;
     let total_signatures = signature_count(&sample);
 
     let mut run = s.spawn(&["--max-in-flight", "1", "--exit-at-end"]);
@@ -2292,12 +2300,7 @@ async fn sigterm_while_the_broker_is_down_writes_no_checkpoint_ahead_of_the_grou
     {
         return;
     }
-    let port = free_port().to_string();
-    let cluster = format!("downterm-{}", std::process::id());
-    let brokers = pg_broker(&["start", &port, &cluster]);
-    let s = Setup::on("downterm", brokers).await;
-    let sample = big_sample();
-    s.produce(&sample).await;
+    let (port, cluster, s, sample) = own_pg_broker("downterm").await;
     let dir = Scratch::new(&format!("downterm-{}", s.group.len()));
     let ckpt = dir.join("state");
     let ckpt_arg = ckpt.to_str().unwrap().to_owned();

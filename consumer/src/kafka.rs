@@ -1005,10 +1005,17 @@ pub async fn run(
                     CommitMode::Sync,
                 )?;
                 let offsets = state_offsets(&state_from, &restored, &acked);
-                if !held {
+                let behind = if held {
+                    tokio::task::block_in_place(|| {
+                        group_behind(&consumer, &opts.input_topic, &offsets)
+                    })
+                } else {
+                    Some("the group did not take the commit of its offsets".into())
+                };
+                if let Some(why) = behind {
                     // A checkpoint ahead of the group's offsets would be refused at the next
                     // start (the group seems reset behind its state): keep the last one.
-                    warn!("checkpoint skipped: the group did not take the commit of its offsets; the last checkpoint stays");
+                    warn!("checkpoint skipped: {why}; the last checkpoint stays");
                 } else if let Some(at) = tokio::task::block_in_place(|| {
                     // The state is copied now; it is serialized into its file while input
                     // resumes.
@@ -1242,7 +1249,15 @@ pub async fn run(
                 // next start as ahead of the group. The last one stays, and the restart
                 // re-reads from it.
                 warn!("no checkpoint at shutdown: the group did not take the final commit; the last checkpoint stays");
-            } else if in_flight.is_empty() {
+            } else if !in_flight.is_empty() {
+                warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
+            } else if let Some(why) = group_behind(
+                &consumer,
+                &opts.input_topic,
+                &state_offsets(&state_from, &restored, &acked),
+            ) {
+                warn!("no checkpoint at shutdown: {why}; the last checkpoint stays");
+            } else {
                 let offsets = state_offsets(&state_from, &restored, &acked);
                 saver.begin(
                     &topo,
@@ -1252,8 +1267,6 @@ pub async fn run(
                     Duration::ZERO,
                 );
                 saver.wait_within(opts.drain_timeout);
-            } else {
-                warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
             }
         });
     }
@@ -1678,7 +1691,41 @@ fn take_revocations(
     any
 }
 
-/// Commits the offsets of `acked` that `committed` does not hold yet. A refused commit is not
+/// Why a checkpoint of the state at `offsets` must not be written, if it must not: a partition
+/// whose offset is past the one the group's committed (or that has none). The next start would
+/// refuse such a checkpoint as ahead of the group, as if the group's offsets had been reset by
+/// hand. The broker is asked rather than this process's own record of its commits, which
+/// counts an asynchronous commit as made once sent, and a partition released in a rebalance
+/// as committed on its release; no answer in time counts as behind.
+fn group_behind(
+    consumer: &StreamConsumer<RunContext>,
+    topic: &str,
+    offsets: &BTreeMap<i32, i64>,
+) -> Option<String> {
+    let partitions: Vec<i32> = offsets.keys().copied().collect();
+    let held = match crate::at_end::committed_by(consumer, topic, &partitions) {
+        Ok(held) => held,
+        Err(e) => {
+            return Some(format!(
+                "the group's committed offsets could not be read ({e:#})"
+            ))
+        }
+    };
+    let ahead: Vec<String> = offsets
+        .iter()
+        .filter(|&(p, &o)| held.get(p).is_none_or(|&c| c < o))
+        .map(|(p, o)| format!("{topic}/{p} at {o}, committed {:?}", held.get(p)))
+        .collect();
+    (!ahead.is_empty()).then(|| {
+        format!(
+            "the state is ahead of the group's committed offsets ({})",
+            ahead.join(", ")
+        )
+    })
+}
+
+/// Commits the offsets of `acked` that `committed` does not hold yet (synchronously: of every
+/// partition assigned). A refused commit is not
 /// fatal (the next one carries the same or later offsets); the answer says whether the group
 /// now holds `acked` (for a synchronous commit: the broker took it), as a checkpoint of the
 /// state at `acked` may be written only then.
@@ -1689,9 +1736,26 @@ fn commit(
     committed: &mut BTreeMap<i32, i64>,
     mode: CommitMode,
 ) -> Result<bool> {
+    // A synchronous commit (before a checkpoint, and at shutdown) sends the offset of every
+    // partition still assigned, even one taken as committed: an asynchronous commit counts as
+    // made once sent, and the broker may still have refused it. (A partition whose revocation
+    // the run loop has yet to take was committed on its release, and may be another
+    // instance's now.)
+    let resend: HashSet<i32> = match mode {
+        CommitMode::Sync => consumer
+            .assignment()
+            .map(|tpl| {
+                topic_partitions(&tpl)
+                    .filter(|(t, _)| t == topic)
+                    .map(|(_, p)| p)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        CommitMode::Async => HashSet::new(),
+    };
     let mut tpl = TopicPartitionList::new();
     for (&p, &next) in acked {
-        if committed.get(&p) != Some(&next) {
+        if resend.contains(&p) || committed.get(&p) != Some(&next) {
             tpl.add_partition_offset(topic, p, Offset::Offset(next))?;
         }
     }
