@@ -1725,10 +1725,9 @@ fn group_behind(
 }
 
 /// Commits the offsets of `acked` that `committed` does not hold yet (synchronously: of every
-/// partition assigned). A refused commit is not
-/// fatal (the next one carries the same or later offsets); the answer says whether the group
-/// now holds `acked` (for a synchronous commit: the broker took it), as a checkpoint of the
-/// state at `acked` may be written only then.
+/// partition assigned). A refused commit is not fatal (the next one carries the same or later
+/// offsets); the answer says whether the commit was taken (for an asynchronous one: sent), as
+/// a checkpoint of the state at `acked` may be written only then.
 fn commit(
     consumer: &StreamConsumer<RunContext>,
     topic: &str,
