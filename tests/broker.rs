@@ -1788,6 +1788,96 @@ async fn a_leased_stage_stands_by_and_takes_over_when_its_holder_dies() {
     );
 }
 
+/// Two leased all-in-one instances sharing one checkpoint directory (a ReadWriteMany volume in
+/// Kubernetes): the holder checkpoints every half second, the standby writes nothing. The
+/// holder is SIGKILLed once its checkpoint reflects the first two stretches; the standby, taking
+/// the lease, loads that checkpoint (not the one it found at its own start, of the first
+/// stretch at most) and re-reads nothing before it, then applies the last stretch and checkpoints in
+/// turn. Every output of an undisturbed run arrives and nothing else, and repeats are
+/// identical. (With a directory each, as `a_leased_stage_stands_by_and_takes_over_when_its_holder_dies`
+/// runs, the standby rebuilds the state from the partitions' start.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_sharing_the_checkpoint_directory_takes_over_from_the_holders_checkpoint() {
+    let mut t = LeasePair::new("leaseckpt").await;
+    let shared = t.dir.join("state");
+    let ckpt = shared.to_str().unwrap().to_owned();
+    let flags = ["--checkpoint-dir", &ckpt, "--checkpoint-interval", "500ms"];
+    t.send(0).await;
+    let mut a = t.spawn(0, &flags);
+    t.wait_holding(0);
+    t.wait_applied(0, t.thirds[0]);
+    let mut b = t.spawn(1, &[&flags[..], &["--exit-at-end"]].concat());
+    t.wait_standing_by(1);
+    t.send(1).await;
+    let path = shared.join("checkpoint");
+    t.wait_until(
+        "the holder never checkpointed the first two stretches",
+        &|| path.exists() && checkpoint_header(&path).records >= t.thirds[1] as u64,
+    );
+    let _ = Command::new("kill")
+        .args(["-KILL", &a.0.id().to_string()])
+        .status();
+    let _ = a.0.wait();
+    let at_kill = checkpoint_header(&path);
+    t.send(2).await;
+    let status = wait_named(
+        &mut b.0,
+        Duration::from_secs(180),
+        "the second instance",
+        Some(&t.log(1)),
+    );
+    assert!(status.success(), "{}", t.logs());
+    let log = std::fs::read_to_string(t.log(1)).unwrap();
+    let taken = log.find("lease taken").unwrap_or_else(|| panic!("{log}"));
+    let field = |line: &str, name: &str| -> i64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    let restored = |text: &str| -> Vec<i64> {
+        text.lines()
+            .filter(|l| l.contains("state restored from the checkpoint"))
+            .map(|l| field(l, "records="))
+            .collect()
+    };
+    // What it found at its start (the holder's first checkpoints, if any) reflects at most
+    // the first stretch; on taking the lease, it loads the checkpoint the holder left.
+    assert!(
+        restored(&log[..taken])
+            .iter()
+            .all(|&r| r <= t.thirds[0] as i64),
+        "{log}"
+    );
+    assert_eq!(
+        restored(&log[taken..]),
+        [at_kill.records as i64],
+        "the standby did not load the holder's last checkpoint:\n{log}"
+    );
+    for line in log[taken..]
+        .lines()
+        .filter(|l| l.contains("re-reading the partition"))
+    {
+        let field = |name: &str| field(line, name);
+        let p = field("partition=") as i32;
+        assert!(
+            field("from=") >= at_kill.offsets[&p],
+            "re-read before the checkpoint (at {:?}): {line}",
+            at_kill.offsets
+        );
+    }
+    assert!(
+        checkpoint_header(&path).records >= t.records.len() as u64,
+        "the new holder's checkpoint does not reflect the whole stream"
+    );
+    let repeats = t.assert_outputs();
+    eprintln!(
+        "shared checkpoints: {} records, the holder killed at a checkpoint of {}; {repeats} repeated outputs",
+        t.records.len(),
+        at_kill.records
+    );
+}
+
 /// The lease's holder frozen (SIGSTOP) past its session timeout, as a long stall or a network
 /// partition would: the standby takes the lease and both partitions and applies the next
 /// stretch. The old holder, thawed (SIGCONT), finds its groups dropped it and stops running the
@@ -2631,8 +2721,10 @@ async fn a_checkpoint_that_cannot_be_written_does_not_stop_the_run() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    // Every write from now on fails (a write under way may still finish first).
-    while let Err(e) = std::fs::create_dir(dir.join("checkpoint.tmp")) {
+    // Every write from now on fails (a write under way may still finish first): a directory
+    // takes the place of the run's temporary file.
+    let temp = dir.join(neardup::checkpoints::temp_file_name(run.0.id()));
+    while let Err(e) = std::fs::create_dir(&temp) {
         assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
         std::thread::sleep(Duration::from_millis(1));
     }

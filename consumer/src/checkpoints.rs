@@ -8,8 +8,17 @@
 //! default limit of 1 MB. A persistent volume per instance (the Helm chart's StatefulSet claim)
 //! holds it whole and is written at disk speed; the input offsets it reflects travel inside it.
 //!
-//! **Writing.** `checkpoint.tmp` is written and synced, then renamed over `checkpoint` and the
-//! directory synced: a crash leaves the previous checkpoint or the new one, never half of one.
+//! **Writing.** A temporary file of the writing process's own (see [`temp_file_name`]) is
+//! written and synced, then renamed over `checkpoint` and the directory synced: a crash leaves
+//! the previous checkpoint or the new one, never half of one.
+//!
+//! **Shared by the instances of a leased stage.** With `--lease`, only the holder writes, and
+//! an instance taking the lease over loads the checkpoint then (not the one it found at its
+//! start), so the instances of one stage may share the directory (a ReadWriteMany volume):
+//! the new holder starts from the old one's last checkpoint and re-reads only the records
+//! after it. A holder frozen past its session (the lease taken from it) may still finish a
+//! write when it thaws; since each process writes its own temporary file, that leaves a whole
+//! checkpoint, an older one, whose offsets the group held when it was taken.
 
 use anyhow::{anyhow, Context as _, Result};
 use metrics::{counter, gauge, histogram};
@@ -41,9 +50,22 @@ impl Store {
             )
         })?;
         let _ = fs::remove_file(probe);
+        remove_stale_temp_files(dir);
         Ok(Store {
             dir: dir.to_owned(),
         })
+    }
+
+    /// The checkpoint file's length and time of last change, to tell whether it was replaced
+    /// (`None`: there is none, or it cannot be read).
+    pub fn file_stamp(&self) -> Option<(u64, std::time::SystemTime)> {
+        let m = fs::metadata(self.path()).ok()?;
+        Some((m.len(), m.modified().ok()?))
+    }
+
+    /// Where this process writes a checkpoint before renaming it into place.
+    pub fn temp_path(&self) -> PathBuf {
+        self.dir.join(temp_file_name(std::process::id()))
     }
 
     /// The checkpoint file.
@@ -69,7 +91,7 @@ impl Store {
     /// Replaces the checkpoint with what `write` writes to a new file, atomically and durably;
     /// returns what `write` returns.
     pub fn save<T>(&self, write: impl FnOnce(&mut fs::File) -> std::io::Result<T>) -> Result<T> {
-        let tmp = self.dir.join("checkpoint.tmp");
+        let tmp = self.temp_path();
         let path = self.path();
         let save = || -> std::io::Result<T> {
             let mut f = fs::File::create(&tmp)?;
@@ -81,6 +103,53 @@ impl Store {
             Ok(written)
         };
         save().with_context(|| format!("cannot write the checkpoint {}", path.display()))
+    }
+}
+
+/// The name of the temporary file process `pid` of this host writes a checkpoint into:
+/// `checkpoint.HOST-PID.tmp`. The host tells apart the pods sharing a directory (each is
+/// process 1 of its own container), the process id the processes of one host.
+pub fn temp_file_name(pid: u32) -> String {
+    format!("checkpoint.{}-{pid}.tmp", host_name())
+}
+
+/// This host's name (a Kubernetes pod's name), or `localhost` where it cannot be read.
+fn host_name() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty() && !h.contains(['/', '\\']))
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Removes the temporary files that processes of this host no longer running left in `dir`
+/// (killed while writing), and `checkpoint.tmp`, which versions before the thirtieth session
+/// wrote, once it is an hour old. Another host's files are its own to remove: only its
+/// processes are known to it.
+fn remove_stale_temp_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("checkpoint.{}-", host_name());
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let stale = if let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+        {
+            pid.parse::<u32>().is_ok_and(|pid| {
+                pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+            })
+        } else {
+            name == "checkpoint.tmp"
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() > 3600))
+        };
+        if stale && fs::remove_file(entry.path()).is_ok() {
+            info!(file = %entry.path().display(), "removed the temporary file of a checkpoint whose writer is gone");
+        }
     }
 }
 
@@ -275,7 +344,7 @@ mod tests {
         for _ in 0..2 {
             store.save(|f| f.write_all(&bytes)).unwrap();
         }
-        assert!(!dir.join("checkpoint.tmp").exists());
+        assert!(!store.temp_path().exists());
         let (_, header) = store.load(Config::default(), "t").unwrap().unwrap();
         assert_eq!(header.offsets, offsets);
         let Err(err) = store.load(Config::default(), "u") else {
@@ -286,6 +355,40 @@ mod tests {
             msg.contains("checkpoint") && msg.contains("input topic"),
             "{msg}"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Opening a directory removes the temporary files of this host's processes that are gone
+    /// and an old `checkpoint.tmp` of an earlier version, and nothing else: another host's,
+    /// a running process's, and a recent `checkpoint.tmp` (an earlier version may still be
+    /// writing it).
+    #[test]
+    fn opening_removes_only_the_temporary_files_whose_writer_is_gone() {
+        let dir = scratch("stale");
+        fs::create_dir_all(&dir).unwrap();
+        // Beyond any pid_max (at most 2^22 on Linux).
+        let gone = dir.join(temp_file_name(4_000_000_000));
+        let running = dir.join(temp_file_name(1));
+        let mine = dir.join(temp_file_name(std::process::id()));
+        let other_host = dir.join("checkpoint.another-host-7.tmp");
+        let legacy = dir.join("checkpoint.tmp");
+        for f in [&gone, &running, &mine, &other_host, &legacy] {
+            fs::write(f, b"partial").unwrap();
+        }
+        Store::open(&dir).unwrap();
+        assert!(!gone.exists());
+        for f in [&running, &mine, &other_host, &legacy] {
+            assert!(f.exists(), "{} removed", f.display());
+        }
+        let aged = std::process::Command::new("touch")
+            .args(["-d", "2 hours ago"])
+            .arg(&legacy)
+            .status();
+        if aged.is_ok_and(|s| s.success()) {
+            Store::open(&dir).unwrap();
+            assert!(!legacy.exists(), "an old checkpoint.tmp stayed");
+        }
+        assert!(running.exists() && mine.exists() && other_host.exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -323,7 +426,7 @@ mod tests {
         };
         assert_eq!(offsets(&saver), second);
         // A write that cannot be made (the temporary file's place taken) is not a checkpoint.
-        fs::create_dir(dir.join("checkpoint.tmp")).unwrap();
+        fs::create_dir(saver.store().temp_path()).unwrap();
         assert!(saver
             .begin(
                 &topo,
@@ -341,7 +444,7 @@ mod tests {
         }
         assert_eq!(offsets(&saver), second);
         // Once the volume works again: busy while the file is written, then polled.
-        fs::remove_dir(dir.join("checkpoint.tmp")).unwrap();
+        fs::remove_dir(saver.store().temp_path()).unwrap();
         let third = BTreeMap::from([(0, 13)]);
         assert!(saver
             .begin(&topo, "t", &third, Instant::now(), Default::default())
@@ -365,7 +468,7 @@ mod tests {
     fn a_write_that_hangs_is_waited_for_within_the_limit() {
         let dir = scratch("hang");
         let mut saver = Saver::new(Store::open(&dir).unwrap());
-        let fifo = dir.join("checkpoint.tmp");
+        let fifo = saver.store().temp_path();
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         if !made.is_ok_and(|s| s.success()) {
             eprintln!("no mkfifo here: nothing checked");

@@ -616,30 +616,23 @@ pub async fn run(
         .transpose()?;
     // Per input partition, the offset the state reflects the records before (from a checkpoint).
     let mut state_from: BTreeMap<i32, i64> = BTreeMap::new();
+    // The checkpoint file as it was when loaded (a standby taking the lease loads it again if
+    // it changed: the holder may have written it, in a shared directory).
+    let mut loaded_file = store.as_ref().and_then(Store::file_stamp);
     let loaded = match &store {
-        Some(s) => tokio::task::block_in_place(|| s.load(cfg.clone(), &opts.input_topic))?,
+        Some(s) => tokio::task::block_in_place(|| load_state(s, cfg.clone(), opts))?,
         None => None,
     };
     let role = opts.stage.role();
     let mut topo = match loaded {
-        Some((topo, header)) => {
-            if Some(topo.role()) != role {
-                bail!(
-                    "the checkpoint in {} holds the state of another stage ({:?}); give each stage its own --checkpoint-dir",
-                    store.as_ref().map(|s| s.path().display().to_string()).unwrap_or_default(),
-                    topo.role()
-                );
-            }
-            info!(path = %store.as_ref().map(|s| s.path().display().to_string()).unwrap_or_default(),
-                offsets = ?header.offsets, watermark = ?header.watermark, records = header.records,
-                "state restored from the checkpoint");
-            state_from = header.offsets;
+        Some((topo, offsets)) => {
+            state_from = offsets;
             topo
         }
         None => match role {
-            Some(role) => Topology::with_role(cfg, role)
+            Some(role) => Topology::with_role(cfg.clone(), role)
                 .map_err(|e| anyhow!("--stage {}: {e}", opts.stage.name()))?,
-            None => Topology::new(cfg),
+            None => Topology::new(cfg.clone()),
         },
     };
     let key_shards = topo.config().key_shards;
@@ -1095,6 +1088,18 @@ pub async fn run(
                 // A standby takes up the input once it holds the lease.
                 if term.held && !subscribed {
                     info!(topic = %opts.input_topic, group = %opts.group, "lease taken: this instance runs the stage now, from where the group's offsets and the state say");
+                    // In a directory the instances share, the holder before this one may have
+                    // written a checkpoint since this one started: the state starts from it.
+                    if let Some(store) = &store {
+                        let now = store.file_stamp();
+                        if now.is_some() && now != loaded_file {
+                            if let Some((t, offsets)) = tokio::task::block_in_place(|| {
+                                load_state(store, cfg.clone(), opts)
+                            })? {
+                                (topo, state_from, loaded_file) = (t, offsets, now);
+                            }
+                        }
+                    }
                     subscribe()?;
                     if let Some(w) = &watcher {
                         w.activate();
@@ -1355,6 +1360,28 @@ impl Ready {
         }
         Ok(())
     }
+}
+
+/// The state in the checkpoint of `store` and the input offsets it reflects, if there is a
+/// checkpoint; one of another stage is refused.
+fn load_state(
+    store: &Store,
+    cfg: neardup_topology::Config,
+    opts: &KafkaOptions,
+) -> Result<Option<(Topology, BTreeMap<i32, i64>)>> {
+    let Some((topo, header)) = store.load(cfg, &opts.input_topic)? else {
+        return Ok(None);
+    };
+    let path = store.path().display().to_string();
+    if Some(topo.role()) != opts.stage.role() {
+        bail!(
+            "the checkpoint in {path} holds the state of another stage ({:?}); give each stage its own --checkpoint-dir",
+            topo.role()
+        );
+    }
+    info!(%path, offsets = ?header.offsets, watermark = ?header.watermark, records = header.records,
+        "state restored from the checkpoint");
+    Ok(Some((topo, header.offsets)))
 }
 
 /// Drops `value` on a thread of its own and waits at most `limit` for it: true if the drop

@@ -545,6 +545,29 @@ class ChartTest(unittest.TestCase):
                 key = "scale_out" if "config.scale_out=true" in sets else "lease"
                 self.assertIn(f"{key} = true", "".join(config["data"].values()))
 
+    def test_a_shared_claim_replaces_the_claim_per_pod(self):
+        # persistence.existingClaim: every pod of the stage mounts one (ReadWriteMany) claim for
+        # its checkpoints, so the lease's next holder starts from the last one's checkpoint.
+        for sets, stage in [
+            (["config.lease=true", "stages.all.replicas=2", "stages.all.persistence.existingClaim=neardup-state"], "all"),
+            (["config.scale_out=true", "stages.all.replicas=2", "stages.all.persistence.existingClaim=neardup-state"], "all"),
+            (["config.lease=true", "split=true", "stages.cluster.replicas=2", "stages.cluster.persistence.existingClaim=neardup-state"], "cluster"),
+        ]:
+            with self.subTest(sets=sets):
+                r = Render(sets=sets)
+                w = [d for d in r.workloads() if stage_of(d) == stage][0]
+                self.assertEqual(w["kind"], "StatefulSet")
+                self.assertNotIn("volumeClaimTemplates", w["spec"])
+                volumes = {v["name"]: v for v in w["spec"]["template"]["spec"]["volumes"]}
+                self.assertEqual(volumes["state"], {"name": "state", "persistentVolumeClaim": {"claimName": "neardup-state"}})
+                args = container(w)["args"]
+                self.assertEqual(args[args.index("--checkpoint-dir") + 1], "/var/lib/neardup")
+                mounts = {m["name"]: m["mountPath"] for m in container(w)["volumeMounts"]}
+                self.assertEqual(mounts["state"], "/var/lib/neardup")
+        # Without it, a claim per pod, as before.
+        w = [d for d in Render(sets=["config.lease=true", "stages.all.replicas=2"]).workloads() if stage_of(d) == "all"][0]
+        self.assertIn("volumeClaimTemplates", w["spec"])
+
     def test_misconfigurations_fail_with_a_message_that_says_what_to_do(self):
         cases = [
             (["sasl.enabled=true"], "sasl.existingSecret"),
@@ -561,6 +584,7 @@ class ChartTest(unittest.TestCase):
             (["sasl.mechanism=SCRAM"], "sasl.mechanism"),
             (["split=true", "keda.enabled=true", "stages.sign.kind=StatefulSet"], "stages.sign.kind: Deployment"),
             (["prometheusRule.enabled=true"], "needs serviceMonitor.enabled"),
+            (["stages.all.kind=Deployment", "stages.all.persistence.existingClaim=x"], "existingClaim needs kind: StatefulSet"),
             (["stages.all.replicas=2"], "stages.all.replicas is 2"),
             (["stages.all.replicas=2"], "or set config.lease: true"),
             (["split=true", "stages.cluster.replicas=3"], "the cluster stage keeps state"),
