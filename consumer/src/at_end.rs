@@ -244,7 +244,18 @@ impl Prober {
         topic: &str,
         partitions: &[i32],
     ) -> Result<BTreeMap<i32, i64>> {
-        committed_by(self.client(group)?, topic, partitions)
+        self.committed_within(group, topic, partitions, ASK_TIMEOUT)
+    }
+
+    /// [`Self::committed`], waiting at most `timeout` for the answer.
+    pub fn committed_within(
+        &mut self,
+        group: &str,
+        topic: &str,
+        partitions: &[i32],
+        timeout: Duration,
+    ) -> Result<BTreeMap<i32, i64>> {
+        committed_within(self.client(group)?, topic, partitions, timeout)
             .with_context(|| format!("cannot read group {group}'s committed offsets"))
     }
 
@@ -449,6 +460,15 @@ pub(crate) fn committed_by<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext
     topic: &str,
     partitions: &[i32],
 ) -> Result<BTreeMap<i32, i64>> {
+    committed_within(consumer, topic, partitions, ASK_TIMEOUT)
+}
+
+fn committed_within<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
+    consumer: &C,
+    topic: &str,
+    partitions: &[i32],
+    timeout: Duration,
+) -> Result<BTreeMap<i32, i64>> {
     if partitions.is_empty() {
         return Ok(BTreeMap::new());
     }
@@ -457,7 +477,7 @@ pub(crate) fn committed_by<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext
         tpl.add_partition(topic, p);
     }
     let got = consumer
-        .committed_offsets(tpl, ASK_TIMEOUT)
+        .committed_offsets(tpl, timeout)
         .with_context(|| format!("no committed offsets for {topic}"))?;
     Ok(got
         .elements()

@@ -25,6 +25,7 @@
 //! (`message.timeout.ms`) stops the process with an error, without committing the affected
 //! offsets: the records are processed again after a restart.
 
+use crate::at_end::Prober;
 use crate::buffers::Buffers;
 use crate::checkpoints::{Saver, Store};
 use crate::cli::{RunArgs, Stage};
@@ -731,6 +732,9 @@ pub async fn run(
     let mut last_checkpoint: Option<Instant> = store.as_ref().map(|_| Instant::now());
     let checkpoint_age = gauge!("neardup_checkpoint_age_seconds");
     let mut saver = store.clone().map(Saver::new);
+    // Reads the group's committed offsets back before a checkpoint (a client of the group
+    // that never joins it; made when first used).
+    let mut offsets_reader = Prober::new(opts);
     let mut restored: HashSet<i32> = HashSet::new();
     let mut restored_records = 0u64;
     let mut in_flight = FuturesOrdered::new();
@@ -995,12 +999,17 @@ pub async fn run(
                     &opts.input_topic,
                     &acked,
                     &mut committed,
-                    CommitMode::Sync,
+                    Commit::Within(opts.drain_timeout, &mut offsets_reader, &opts.group),
                 )?;
                 let offsets = state_offsets(&state_from, &restored, &acked);
                 let behind = if held {
                     tokio::task::block_in_place(|| {
-                        group_behind(&consumer, &opts.input_topic, &offsets)
+                        group_behind(
+                            &mut offsets_reader,
+                            &opts.group,
+                            &opts.input_topic,
+                            &offsets,
+                        )
                     })
                 } else {
                     Some("the group did not take the commit of its offsets".into())
@@ -1139,7 +1148,7 @@ pub async fn run(
                 if let Some(t) = last_checkpoint {
                     checkpoint_age.set(t.elapsed().as_secs_f64());
                 }
-                commit(&consumer, &opts.input_topic, &acked, &mut committed, CommitMode::Async)?;
+                commit(&consumer, &opts.input_topic, &acked, &mut committed, Commit::Async)?;
                 telemetry::record_topology(&topo);
                 telemetry::record_sign_cache(&sign_cache.stats());
                 in_flight_gauge.set(in_flight.len() as f64);
@@ -1235,7 +1244,7 @@ pub async fn run(
         &opts.input_topic,
         &acked,
         &mut committed,
-        CommitMode::Sync,
+        Commit::Within(opts.drain_timeout, &mut offsets_reader, &opts.group),
     )?;
     if held {
         info!(offsets = ?committed, "committed");
@@ -1257,7 +1266,8 @@ pub async fn run(
             } else if !in_flight.is_empty() {
                 warn!("no checkpoint at shutdown: the state holds records whose outputs were not acknowledged; the last checkpoint stays");
             } else if let Some(why) = group_behind(
-                &consumer,
+                &mut offsets_reader,
+                &opts.group,
                 &opts.input_topic,
                 &state_offsets(&state_from, &restored, &acked),
             ) {
@@ -1721,16 +1731,18 @@ fn take_revocations(
 /// Why a checkpoint of the state at `offsets` must not be written, if it must not: a partition
 /// whose offset is past the one the group's committed (or that has none). The next start would
 /// refuse such a checkpoint as ahead of the group, as if the group's offsets had been reset by
-/// hand. The broker is asked rather than this process's own record of its commits, which
-/// counts an asynchronous commit as made once sent, and a partition released in a rebalance
-/// as committed on its release; no answer in time counts as behind.
+/// hand. The broker is asked (by `reader`, as in [`confirm`]) rather than this process's own
+/// record of its commits, which counts an asynchronous commit as made once sent, and a
+/// partition released in a rebalance as committed on its release; no answer in time counts as
+/// behind.
 fn group_behind(
-    consumer: &StreamConsumer<RunContext>,
+    reader: &mut Prober,
+    group: &str,
     topic: &str,
     offsets: &BTreeMap<i32, i64>,
 ) -> Option<String> {
     let partitions: Vec<i32> = offsets.keys().copied().collect();
-    let held = match crate::at_end::committed_by(consumer, topic, &partitions) {
+    let held = match reader.committed(group, topic, &partitions) {
         Ok(held) => held,
         Err(e) => {
             return Some(format!(
@@ -1751,24 +1763,36 @@ fn group_behind(
     })
 }
 
-/// Commits the offsets of `acked` that `committed` does not hold yet (synchronously: of every
+/// How [`commit`] commits: sent and left to librdkafka, or confirmed by the broker within a
+/// bound (before a checkpoint, and at shutdown).
+enum Commit<'a> {
+    Async,
+    /// Confirmed within the bound, the group's offsets read back with the reader.
+    Within(Duration, &'a mut Prober, &'a str),
+}
+
+/// Commits the offsets of `acked` that `committed` does not hold yet (confirmed: of every
 /// partition assigned). A refused commit is not fatal (the next one carries the same or later
-/// offsets); the answer says whether the commit was taken (for an asynchronous one: sent), as
-/// a checkpoint of the state at `acked` may be written only then.
+/// offsets); the answer says whether the commit was taken (asynchronously: sent), as a
+/// checkpoint of the state at `acked` may be written only then.
+///
+/// A confirmed commit is sent asynchronously and then read back from the broker until it
+/// shows or the bound passes: librdkafka's synchronous commit has no bound of its own, and
+/// with the broker gone it waited past a minute at shutdown (the coordinator's requests time
+/// out at `socket.timeout.ms`).
 fn commit(
     consumer: &StreamConsumer<RunContext>,
     topic: &str,
     acked: &BTreeMap<i32, i64>,
     committed: &mut BTreeMap<i32, i64>,
-    mode: CommitMode,
+    how: Commit<'_>,
 ) -> Result<bool> {
-    // A synchronous commit (before a checkpoint, and at shutdown) sends the offset of every
-    // partition still assigned, even one taken as committed: an asynchronous commit counts as
-    // made once sent, and the broker may still have refused it. (A partition whose revocation
-    // the run loop has yet to take was committed on its release, and may be another
-    // instance's now.)
-    let resend: HashSet<i32> = match mode {
-        CommitMode::Sync => consumer
+    // A confirmed commit sends the offset of every partition still assigned, even one taken as
+    // committed: an asynchronous commit counts as made once sent, and the broker may still
+    // have refused it. (A partition whose revocation the run loop has yet to take was
+    // committed on its release, and may be another instance's now.)
+    let resend: HashSet<i32> = match how {
+        Commit::Within(..) => consumer
             .assignment()
             .map(|tpl| {
                 topic_partitions(&tpl)
@@ -1777,7 +1801,7 @@ fn commit(
                     .collect()
             })
             .unwrap_or_default(),
-        CommitMode::Async => HashSet::new(),
+        Commit::Async => HashSet::new(),
     };
     let mut tpl = TopicPartitionList::new();
     for (&p, &next) in acked {
@@ -1788,7 +1812,19 @@ fn commit(
     if tpl.count() == 0 {
         return Ok(true);
     }
-    match consumer.commit(&tpl, mode) {
+    let confirmed = matches!(how, Commit::Within(..));
+    let sent = consumer.commit(&tpl, CommitMode::Async);
+    let taken = match (sent, how) {
+        (Err(e), _) => Err(e.to_string()),
+        (Ok(()), Commit::Async) => Ok(()),
+        (Ok(()), Commit::Within(limit, reader, group)) => {
+            let wanted: BTreeMap<i32, i64> = topic_partitions(&tpl)
+                .map(|(_, p)| (p, acked[&p]))
+                .collect();
+            tokio::task::block_in_place(|| confirm(reader, group, topic, &wanted, limit))
+        }
+    };
+    match taken {
         Ok(()) => {
             debug!(offsets = ?partitions(&tpl), "commit sent");
             for (p, o) in acked {
@@ -1800,17 +1836,54 @@ fn commit(
         // Not fatal: the next commit carries the same (or later) offsets; at shutdown, they are
         // processed again after a restart (at least once).
         Err(e) => {
-            match mode {
-                CommitMode::Sync => warn!(
+            match confirmed {
+                true => warn!(
                     error = %e,
                     "commit failed; the records since the last commit are processed again after a restart (no checkpoint is written ahead of the group's offsets)"
                 ),
-                CommitMode::Async => {
+                false => {
                     warn!(error = %e, "commit failed; will retry with the next commit")
                 }
             }
             Ok(false)
         }
+    }
+}
+
+/// Waits until the broker says `group` committed at least `wanted` for each partition of
+/// `topic`, asking again every 5 ms, for at most `limit`. `reader` asks as a client of the
+/// group that never joins it: the member's own client waits out a rebalance under way before
+/// it answers (5 s on tansu, after a partition's release).
+fn confirm(
+    reader: &mut Prober,
+    group: &str,
+    topic: &str,
+    wanted: &BTreeMap<i32, i64>,
+    limit: Duration,
+) -> std::result::Result<(), String> {
+    let deadline = Instant::now() + limit;
+    let partitions: Vec<i32> = wanted.keys().copied().collect();
+    let mut last = String::from("no answer");
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "the broker did not confirm it within {limit:?} ({last})"
+            ));
+        }
+        match reader.committed_within(group, topic, &partitions, left.min(Duration::from_secs(5))) {
+            Ok(held) => {
+                if wanted
+                    .iter()
+                    .all(|(p, &o)| held.get(p).is_some_and(|&c| c >= o))
+                {
+                    return Ok(());
+                }
+                last = format!("committed {held:?}");
+            }
+            Err(e) => last = format!("{e:#}"),
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
