@@ -1729,6 +1729,29 @@ impl LeasePair {
         (a, b)
     }
 
+    /// SIGKILLs an instance and reaps it.
+    fn kill(instance: &mut KillOnDrop) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &instance.0.id().to_string()])
+            .status();
+        let _ = instance.0.wait();
+    }
+
+    /// Waits for the second instance (started with `--exit-at-end`) to finish, successfully;
+    /// its log, and where in it the lease was taken.
+    fn second_finished(&self, b: &mut KillOnDrop) -> (String, usize) {
+        let status = wait_named(
+            &mut b.0,
+            Duration::from_secs(180),
+            "the second instance",
+            Some(&self.log(1)),
+        );
+        assert!(status.success(), "{}", self.logs());
+        let log = std::fs::read_to_string(self.log(1)).unwrap();
+        let taken = log.find("lease taken").unwrap_or_else(|| panic!("{log}"));
+        (log, taken)
+    }
+
     /// Every output of an undisturbed run of what was sent arrived and nothing else, and
     /// repeats are identical; the number of repeats.
     fn assert_outputs(&self) -> usize {
@@ -1762,20 +1785,9 @@ async fn a_leased_stage_stands_by_and_takes_over_when_its_holder_dies() {
         "{}",
         t.logs()
     );
-    let _ = Command::new("kill")
-        .args(["-KILL", &a.0.id().to_string()])
-        .status();
-    let _ = a.0.wait();
+    LeasePair::kill(&mut a);
     t.send(2).await;
-    let status = wait_named(
-        &mut b.0,
-        Duration::from_secs(180),
-        "the second instance",
-        Some(&t.log(1)),
-    );
-    assert!(status.success(), "{}", t.logs());
-    let log = std::fs::read_to_string(t.log(1)).unwrap();
-    let taken = log.find("lease taken").unwrap_or_else(|| panic!("{log}"));
+    let (log, taken) = t.second_finished(&mut b);
     assert!(
         log[taken..].contains("re-reading the partition"),
         "the second instance did not rebuild the state from the topic:\n{log}"
@@ -1814,21 +1826,10 @@ async fn a_standby_sharing_the_checkpoint_directory_takes_over_from_the_holders_
         "the holder never checkpointed the first two stretches",
         &|| path.exists() && checkpoint_header(&path).records >= t.thirds[1] as u64,
     );
-    let _ = Command::new("kill")
-        .args(["-KILL", &a.0.id().to_string()])
-        .status();
-    let _ = a.0.wait();
+    LeasePair::kill(&mut a);
     let at_kill = checkpoint_header(&path);
     t.send(2).await;
-    let status = wait_named(
-        &mut b.0,
-        Duration::from_secs(180),
-        "the second instance",
-        Some(&t.log(1)),
-    );
-    assert!(status.success(), "{}", t.logs());
-    let log = std::fs::read_to_string(t.log(1)).unwrap();
-    let taken = log.find("lease taken").unwrap_or_else(|| panic!("{log}"));
+    let (log, taken) = t.second_finished(&mut b);
     let field = |line: &str, name: &str| -> i64 {
         line.split_whitespace()
             .find_map(|w| w.strip_prefix(name))
