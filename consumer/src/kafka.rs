@@ -494,16 +494,7 @@ pub async fn run(
     let opts = &opts.for_stage();
     let started = Instant::now();
     if opts.stage == Stage::All {
-        if let Some(advice) = crate::sizing::cgroup_limit().and_then(|limit| {
-            crate::sizing::advice(
-                cfg.near.max_pages as u64,
-                opts.sign_cache as u64,
-                cfg.collections,
-                limit,
-            )
-        }) {
-            warn!("{advice}");
-        }
+        crate::sizing::warn_if_over_limit(&cfg, opts.sign_cache);
     }
     // Every stage but sign (stateless) and shard (one key shard per partition) keeps state that
     // joins pages of every partition of its input.

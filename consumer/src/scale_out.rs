@@ -103,17 +103,7 @@ pub fn run(
 ) -> Result<Vec<(Stage, RunOutcome)>> {
     // Any instance may come to hold every stage's lease, and with it the whole state that the
     // all-in-one holds (and the sign stage's buffers besides).
-    let cfg = args.topology.config();
-    if let Some(advice) = crate::sizing::cgroup_limit().and_then(|limit| {
-        crate::sizing::advice(
-            cfg.near.max_pages as u64,
-            args.topology.sign_cache as u64,
-            cfg.collections,
-            limit,
-        )
-    }) {
-        tracing::warn!("{advice}");
-    }
+    crate::sizing::warn_if_over_limit(&args.topology.config(), args.topology.sign_cache);
     let (done, finished) = std::sync::mpsc::channel();
     let mut queries = Some(queries);
     let mut threads = vec![];

@@ -67,6 +67,22 @@ pub fn advice(max_pages: u64, sign_cache: u64, collections: bool, limit: u64) ->
     ))
 }
 
+/// Logs [`advice`] as a warning when the page budget of `cfg`, with a sign cache of
+/// `sign_cache` bytes, does not fit in this process's cgroup memory limit (no limit: nothing).
+pub fn warn_if_over_limit(cfg: &neardup_topology::Config, sign_cache: usize) {
+    let advice = cgroup_limit().and_then(|limit| {
+        advice(
+            cfg.near.max_pages as u64,
+            sign_cache as u64,
+            cfg.collections,
+            limit,
+        )
+    });
+    if let Some(advice) = advice {
+        tracing::warn!("{advice}");
+    }
+}
+
 /// The memory limit of this process's cgroup, if it has one: the files its line in
 /// `/proc/self/cgroup` names (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`), then those at
 /// the mount's root (what a container with its own cgroup namespace sees as its own).
