@@ -1719,6 +1719,18 @@ fn take_revocations(
     any
 }
 
+/// The partitions of `wanted` (and their offsets) that the group's committed offsets `held` do
+/// not reach: none committed, or one before the offset wanted.
+fn not_held<'a>(
+    held: &'a BTreeMap<i32, i64>,
+    wanted: &'a BTreeMap<i32, i64>,
+) -> impl Iterator<Item = (i32, i64)> + 'a {
+    wanted
+        .iter()
+        .filter(|&(p, &o)| held.get(p).is_none_or(|&c| c < o))
+        .map(|(&p, &o)| (p, o))
+}
+
 /// Why a checkpoint of the state at `offsets` must not be written, if it must not: a partition
 /// whose offset is past the one the group's committed (or that has none). The next start would
 /// refuse such a checkpoint as ahead of the group, as if the group's offsets had been reset by
@@ -1741,10 +1753,8 @@ fn group_behind(
             ))
         }
     };
-    let ahead: Vec<String> = offsets
-        .iter()
-        .filter(|&(p, &o)| held.get(p).is_none_or(|&c| c < o))
-        .map(|(p, o)| format!("{topic}/{p} at {o}, committed {:?}", held.get(p)))
+    let ahead: Vec<String> = not_held(&held, offsets)
+        .map(|(p, o)| format!("{topic}/{p} at {o}, committed {:?}", held.get(&p)))
         .collect();
     (!ahead.is_empty()).then(|| {
         format!(
@@ -1864,10 +1874,7 @@ fn confirm(
         }
         match reader.committed_within(group, topic, &partitions, left.min(Duration::from_secs(5))) {
             Ok(held) => {
-                if wanted
-                    .iter()
-                    .all(|(p, &o)| held.get(p).is_some_and(|&c| c >= o))
-                {
+                if not_held(&held, wanted).next().is_none() {
                     return Ok(());
                 }
                 last = format!("committed {held:?}");

@@ -66,8 +66,7 @@ one() {
   local taken assigned restored ended
   taken=$(at "$log" "lease taken")
   assigned=$(at "$log" "partitions assigned")
-  restored=$(grep -n -F "state restored partitions" "$log" | head -1 | cut -d: -f2- | cut -d' ' -f1)
-  [ -n "$restored" ] && restored=$(date -d "$restored" +%s.%N)
+  restored=$(at "$log" "state restored partitions")
   ended=$(date -r "$log" +%s.%N)
   local rebuilt=-
   [ -n "$restored" ] && [ -n "$assigned" ] && rebuilt=$(since "$assigned" "$restored")
