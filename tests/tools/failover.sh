@@ -27,11 +27,12 @@ WORK=$(mktemp -d)
 PIDS=()
 trap 'kill -9 "${PIDS[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 
-# The epoch seconds of the first line of log $1 that contains $2 (empty if none).
+# The epoch seconds of the first line of log $1 that contains $2 (empty if none; never fails,
+# so that `set -e` lets a missing line through).
 at() {
   local stamp
   stamp=$(grep -m1 -F -- "$2" "$1" | cut -d' ' -f1) || true
-  [ -n "$stamp" ] && date -d "$stamp" +%s.%N
+  if [ -n "$stamp" ]; then date -d "$stamp" +%s.%N; fi
 }
 since() { [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f s", b - a }' || echo "-"; }
 
