@@ -1717,6 +1717,25 @@ impl LeasePair {
         assert!(body.contains("standing by for the lease"), "{body}");
     }
 
+    /// The `/clusters` question about a page of the first stretch that is in a cluster, and
+    /// instance `i`'s answer to it.
+    fn clustered(&self, i: usize) -> (String, String) {
+        self.records[..self.thirds[0]]
+            .iter()
+            .filter_map(|r| {
+                let v: serde_json::Value = serde_json::from_slice(r).ok()?;
+                let path = format!("/clusters?url={}", encode(v["url"].as_str()?));
+                match http_get(self.ports[i], &path)? {
+                    (200, body) => Some((path, body)),
+                    _ => None,
+                }
+            })
+            .next()
+            .unwrap_or_else(|| {
+                panic!("no page of the first stretch is in a cluster at instance {i}")
+            })
+    }
+
     /// Sends the first stretch to the first instance, which takes the lease and applies it;
     /// then starts the second (with `extra` flags), which stands by.
     async fn start_with_standby(&mut self, extra: &[&str]) -> (KillOnDrop, KillOnDrop) {
@@ -1798,6 +1817,74 @@ async fn a_leased_stage_stands_by_and_takes_over_when_its_holder_dies() {
         t.records.len(),
         t.records.len() - t.thirds[1]
     );
+}
+
+/// Two leased all-in-one instances that advertise their HTTP endpoints (`--http-advertise`):
+/// the holder publishes its URL to the broker, and the standby forwards a `/clusters` question
+/// to it and relays the answer (named by `x-neardup-answered-by`), the same the holder gives,
+/// a 404 included. A question already forwarded is not forwarded again. With the holder killed,
+/// the standby says which holder did not answer; once it holds the lease (and the next records
+/// came), it answers itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_forwards_cluster_questions_to_the_lease_holder() {
+    let mut t = LeasePair::new("leasefwd").await;
+    let url = |i: usize| format!("http://127.0.0.1:{}", t.ports[i]);
+    let (first, second) = (url(0), url(1));
+    t.send(0).await;
+    let mut a = t.spawn(0, &["--http-advertise", &first]);
+    t.wait_holding(0);
+    t.wait_applied(0, t.thirds[0]);
+    let mut b = t.spawn(1, &["--http-advertise", &second]);
+    t.wait_until("the second instance never stood by", &|| {
+        t.metric(1, "neardup_lease_held") == Some(0.0)
+            && http_get(t.ports[1], "/readyz").is_some_and(|(code, _)| code == 200)
+    });
+    let (path, held) = t.clustered(0);
+    // The holder's URL may reach the broker a moment after the lease (an asynchronous commit).
+    let last = std::sync::Mutex::new(None);
+    wait_until(
+        "the standby never forwarded to the holder",
+        Duration::from_secs(60),
+        &|| format!("its last answer: {:?}\n{}", last.lock().unwrap(), t.logs()),
+        &|| {
+            let answer = http_exchange(t.ports[1], &path, "");
+            let done = answer.as_ref().is_some_and(|(code, _, _)| *code == 200);
+            *last.lock().unwrap() = answer;
+            done
+        },
+    );
+    let (code, head, body) = http_exchange(t.ports[1], &path, "").unwrap();
+    assert_eq!((code, body.as_str()), (200, held.as_str()), "{head}");
+    assert!(
+        head.contains(&format!("x-neardup-answered-by: {first}")),
+        "{head}"
+    );
+    let nowhere = "/clusters?url=http%3A%2F%2Fnowhere.example%2Fx";
+    assert_eq!(
+        http_get(t.ports[1], nowhere).map(|(code, _)| code),
+        Some(404)
+    );
+    // No loops: a forwarded question is answered where it arrives.
+    let (code, _, body) = http_exchange(t.ports[1], &path, "x-neardup-forwarded: 1\r\n").unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("standing by for the lease"), "{body}");
+
+    LeasePair::kill(&mut a);
+    // Until its session expires (10 s), the lease is the dead holder's.
+    let (code, body) = http_get(t.ports[1], &path).unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains(&format!("published {first}, which did not answer")),
+        "{body}"
+    );
+    // The new holder rebuilds the state when the next records come.
+    t.send(1).await;
+    t.wait_holding(1);
+    t.wait_until("the new holder never answered itself", &|| {
+        http_exchange(t.ports[1], &path, "")
+            .is_some_and(|(code, head, _)| code == 200 && !head.contains("x-neardup-answered-by"))
+    });
+    assert!(signal_and_wait(&mut b.0, "-TERM").success(), "{}", t.logs());
 }
 
 /// Two leased all-in-one instances sharing one checkpoint directory (a ReadWriteMany volume in
@@ -1938,11 +2025,18 @@ fn published(s: &Setup, merged: &[(Vec<u8>, i32, i64)]) -> bool {
 /// and applies the rest. Every output of an undisturbed run arrives and nothing else, repeats
 /// are identical, and no input is processed into two different results: the signing the killed
 /// instance had not committed is repeated, and the index stage skips what it already applied.
+/// Before the kill, the instance not holding the cluster stage's lease answers `/clusters` as
+/// its holder does (it forwards the question: `--http-advertise`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scale_out_instance_killed_mid_stream_leaves_every_stage_to_the_other() {
     let mut t = LeasePair::new("scalekill").await;
     t.s.create_internal_topics(2).await;
-    let mut instances = [t.spawn(0, &["--scale-out"]), t.spawn(1, &["--scale-out"])];
+    let url = |i: usize| format!("http://127.0.0.1:{}", t.ports[i]);
+    let (first, second) = (url(0), url(1));
+    let mut instances = [
+        t.spawn(0, &["--scale-out", "--http-advertise", &first]),
+        t.spawn(1, &["--scale-out", "--http-advertise", &second]),
+    ];
     let signing = format!(
         "neardup_partitions_owned{{topic=\"{}\",stage=\"sign\"}}",
         t.s.input
@@ -1954,6 +2048,14 @@ async fn a_scale_out_instance_killed_mid_stream_leaves_every_stage_to_the_other(
     t.wait_until("the first stretch's outputs never arrived", &|| {
         published(&t.s, &t.merged)
     });
+    // The instance standing by in the cluster stage forwards /clusters to the holder.
+    let clustering = |i: usize| t.metric(i, "neardup_lease_held{stage=\"cluster\"}") == Some(1.0);
+    let holder = (0..2).find(|&i| clustering(i)).unwrap();
+    let (path, held) = t.clustered(holder);
+    t.wait_until(
+        "the cluster stage's standby never forwarded to its holder",
+        &|| http_get(t.ports[1 - holder], &path) == Some((200, held.clone())),
+    );
     let indexing = |i: usize| t.metric(i, "neardup_lease_held{stage=\"index\"}") == Some(1.0);
     let killed = (0..2).find(|&i| indexing(i)).unwrap();
     let other = 1 - killed;
@@ -2799,19 +2901,25 @@ fn metric(port: u16, series: &str) -> Option<f64> {
 
 /// One HTTP GET on loopback, by hand (the test needs no HTTP client crate): (status, body).
 fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http_exchange(port, path, "").map(|(status, _, body)| (status, body))
+}
+
+/// A GET of `path` with `headers` (each line ending in CRLF): the status, the response's
+/// header lines and its body.
+fn http_exchange(port: u16, path: &str, headers: &str) -> Option<(u16, String, String)> {
     use std::io::{Read, Write};
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(
         conn,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{headers}\r\n"
     )
     .ok()?;
     let mut text = String::new();
     conn.read_to_string(&mut text).ok()?;
     let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n")?.1.to_owned();
-    Some((status, body))
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((status, head.to_ascii_lowercase(), body.to_owned()))
 }
 
 /// Percent-encodes a query parameter value (everything but unreserved characters).

@@ -259,6 +259,53 @@ impl Prober {
             .with_context(|| format!("cannot read group {group}'s committed offsets"))
     }
 
+    /// The value of the last record keyed `key` among the last `span` records of
+    /// `topic`/`partition` (none: no such record there).
+    pub fn last_keyed(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        key: &[u8],
+        span: i64,
+    ) -> Result<Option<Vec<u8>>> {
+        let Some(&(low, high)) = self.watermarks(topic, &[partition])?.get(&partition) else {
+            return Ok(None);
+        };
+        if high <= low {
+            return Ok(None);
+        }
+        let probe = self.probe(topic)?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(low.max(high - span)))?;
+        probe
+            .assign(&tpl)
+            .with_context(|| format!("cannot read {topic}"))?;
+        let mut last = None;
+        let deadline = Instant::now() + ASK_TIMEOUT;
+        let answer = loop {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break Err(anyhow!("no answer from {topic} in {ASK_TIMEOUT:?}"));
+            };
+            match probe.poll(left) {
+                Some(Ok(m)) => {
+                    if m.key() == Some(key) {
+                        last = m.payload().map(<[u8]>::to_vec);
+                    }
+                    if m.offset() >= high - 1 {
+                        break Ok(last);
+                    }
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => break Ok(last),
+                Some(Err(e)) => break Err(anyhow!("reading {topic}: {e}")),
+                None => {}
+            }
+        };
+        probe
+            .unassign()
+            .with_context(|| format!("cannot stop reading {topic}"))?;
+        answer
+    }
+
     /// The partitions of `topic` (none: it does not exist).
     pub fn partitions(&mut self, topic: &str) -> Result<Vec<i32>> {
         let probe = self.probe(topic)?;

@@ -374,6 +374,15 @@ pub struct RunArgs {
     /// e.g. `0.0.0.0:9090` (off unless given).
     #[arg(long, env = "NEARDUP_HTTP_LISTEN")]
     pub http_listen: Option<String>,
+    /// The URL at which the other instances reach this one's HTTP endpoints, e.g.
+    /// `http://10.0.3.7:9090` (in Kubernetes, the pod's IP: the chart sets it). With `--lease`,
+    /// the lease's holder publishes it to the broker (the commit metadata of the lease's
+    /// group), and an instance standing by forwards a `/clusters` question to it, so a Service
+    /// in front of every instance answers from any of them. Off unless given: a standby then
+    /// answers `/clusters` with 503. An IPv6 address goes in brackets, or without them when the
+    /// port follows (`http://fd00::7:9090`, as `http://$(POD_IP):9090` gives it).
+    #[arg(long, env = "NEARDUP_HTTP_ADVERTISE", value_name = "URL")]
+    pub http_advertise: Option<String>,
     /// How often acknowledged offsets are committed.
     #[arg(long, default_value = "1s", value_parser = parse_duration, env = "NEARDUP_COMMIT_INTERVAL")]
     pub commit_interval: Duration,

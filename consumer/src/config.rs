@@ -47,6 +47,9 @@ pub struct FileConfig {
     /// HTTP listen address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_listen: Option<String>,
+    /// The URL other instances reach this one's HTTP endpoints at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_advertise: Option<String>,
     /// Commit interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit_interval: Option<Dur>,
@@ -404,6 +407,9 @@ pub fn apply_run(
     if a.http_listen.is_none() {
         a.http_listen = f.http_listen.clone();
     }
+    if a.http_advertise.is_none() {
+        a.http_advertise = f.http_advertise.clone();
+    }
     overlay!(m, a.commit_interval, f.commit_interval, "commit_interval");
     overlay!(m, a.max_in_flight, f.max_in_flight, "max_in_flight");
     overlay!(m, a.drain_timeout, f.drain_timeout, "drain_timeout");
@@ -556,6 +562,10 @@ pub fn validate_run(a: &RunArgs) -> Result<()> {
     if a.commit_interval.is_zero() {
         bail!("{}: must be longer than 0", name("commit_interval"));
     }
+    if let Some(url) = &a.http_advertise {
+        crate::http::Peer::parse(url)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", name("http_advertise")))?;
+    }
     for (key, v) in [
         ("max_in_flight", a.max_in_flight),
         ("dead_letter_window", a.dead_letter_window),
@@ -609,6 +619,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         input_topic: Some(a.input_topic.clone()),
         output_prefix: Some(a.output_prefix.clone()),
         http_listen: a.http_listen.clone(),
+        http_advertise: a.http_advertise.clone(),
         commit_interval: Some(Dur(a.commit_interval)),
         max_in_flight: Some(a.max_in_flight),
         drain_timeout: Some(Dur(a.drain_timeout)),
@@ -735,13 +746,15 @@ mod tests {
     fn the_example_file_parses_and_lists_every_key() {
         let example = parse(include_str!("../neardup.example.toml")).unwrap();
         // Every key of the effective configuration (all set) appears in the example, except
-        // http_listen, checkpoint_dir and max_event_time_lead, which are unset by default and
-        // shown commented out.
+        // http_listen, http_advertise, checkpoint_dir and max_event_time_lead, which are unset
+        // by default and shown commented out.
         let args = crate::cli::Cli::try_parse_from([
             "neardup",
             "run",
             "--http-listen",
             "x:1",
+            "--http-advertise",
+            "http://x:1",
             "--checkpoint-dir",
             "/x",
             "--max-event-time-lead",
@@ -756,6 +769,7 @@ mod tests {
         .unwrap();
         let mut all = keys(&effective(&args));
         all.remove("http_listen");
+        all.remove("http_advertise");
         all.remove("checkpoint_dir");
         all.remove("topology.max_event_time_lead");
         assert_eq!(
@@ -766,11 +780,38 @@ mod tests {
         // And its values are the defaults.
         let mut defaults = effective(&args);
         defaults.http_listen = None;
+        defaults.http_advertise = None;
         defaults.checkpoint_dir = None;
         defaults.topology.max_event_time_lead = None;
         let mut example = example;
         example.kafka.clear();
         assert_eq!(example, defaults);
+    }
+
+    #[test]
+    fn an_advertised_url_that_is_not_plain_http_is_refused_naming_the_key() {
+        let run = |url: &str| {
+            let cli = crate::cli::Cli::try_parse_from([
+                "neardup",
+                "run",
+                "--brokers",
+                "localhost:9092",
+                "--http-advertise",
+                url,
+            ])
+            .unwrap();
+            match cli.command {
+                crate::cli::Command::Run(a) => validate_run(&a),
+                _ => unreachable!(),
+            }
+        };
+        assert!(run("http://10.0.3.7:9090").is_ok());
+        let e = run("https://10.0.3.7:9090").unwrap_err().to_string();
+        assert!(
+            e.starts_with("--http-advertise / NEARDUP_HTTP_ADVERTISE / http_advertise: ")
+                && e.contains("not an http:// URL"),
+            "{e}"
+        );
     }
 
     #[test]

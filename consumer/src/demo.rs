@@ -64,6 +64,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         dead_letter_window: 1000,
         sign_cache: 64 << 20,
         lease: false,
+        advertise: None,
     };
     cluster.create_topic(INPUT, INPUT_PARTITIONS, 1)?;
     for topic in opts.output_topics().values() {

@@ -5,6 +5,10 @@
 //!   canonical URL, as JSON; 404 when the URL is in no cluster, 400 without `url`, 421 from a
 //!   split stage that holds no clusters (any but `cluster`). The URL is a query parameter, so
 //!   encode it (`curl -G --data-urlencode url=... host:port/clusters`).
+//!   An instance standing by for the lease forwards the question to the holder, which publishes
+//!   its `--http-advertise` URL to the broker (see [`crate::lease`]), and relays its answer
+//!   (header `x-neardup-answered-by`); so a Service in front of every instance answers from
+//!   any. Without that URL, or when the holder cannot be reached, a standby answers 503.
 //! - `GET /healthz` — 200 while the process serves (liveness).
 //! - `GET /readyz` — 200 when partitions are assigned (or, with `--lease`, when standing by for
 //!   the lease), their state is restored and a broker is reachable; else 503 with what is
@@ -28,6 +32,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use neardup_schemas::PairLevel;
 use neardup_topology::Topology;
 use serde::Deserialize;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// A question for the run loop: the clusters of `url`.
@@ -63,12 +68,166 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener> {
     })
 }
 
+/// The header a forwarded question carries: its answerer does not forward it again.
+const FORWARDED: &str = "x-neardup-forwarded";
+/// The header of a forwarded answer: the URL of the instance that answered.
+const ANSWERED_BY: &str = "x-neardup-answered-by";
+/// How long a forwarded question may take, connection included.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where an instance serves HTTP, as `--http-advertise` gives it: `http://HOST[:PORT][/]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// `HOST:PORT`, for the connection and the `Host` header.
+    authority: String,
+}
+
+impl Peer {
+    /// Checks `url`; the error says what is wrong with it.
+    pub fn parse(url: &str) -> std::result::Result<Peer, String> {
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err(format!(
+                "{url:?} is not an http:// URL (the endpoints serve plain HTTP): give http://HOST:PORT, the address the other instances reach --http-listen at"
+            ));
+        };
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
+            return Err(format!(
+                "{url:?} must be http://HOST:PORT, without a path: the other instances add /clusters to it"
+            ));
+        }
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(':') && !authority.ends_with(']') => (h, Some(p)),
+            _ => (authority, None),
+        };
+        if host.is_empty() || port.is_some_and(|p| p.parse::<u16>().is_err()) {
+            return Err(format!("{url:?}: not a HOST:PORT after http://"));
+        }
+        // An IPv6 address as Kubernetes gives a pod's (`http://$(POD_IP):9090`) comes without
+        // brackets: then the port is required and the last part.
+        let host = if host.contains(':') && !host.starts_with('[') {
+            if port.is_none() {
+                return Err(format!(
+                    "{url:?}: an IPv6 address needs its port (http://ADDRESS:PORT) or brackets (http://[ADDRESS])"
+                ));
+            }
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        let authority = format!("{host}:{}", port.unwrap_or("80"));
+        Ok(Peer { authority })
+    }
+}
+
+/// What a standby needs to forward a `/clusters` question to the lease's holder
+/// (`--http-advertise`): where the holder says it serves, and this instance's own URL.
+pub struct Forward {
+    holder: crate::lease::Holder,
+    own: String,
+}
+
+impl Forward {
+    /// For `neardup run` with `args`: the lease of the stage that holds the clusters (the
+    /// cluster stage in a `--scale-out` process). None when standbys do not forward: no
+    /// `--http-advertise`, or no lease (every instance holding clusters then runs).
+    pub fn for_run(args: &crate::cli::RunArgs) -> Option<std::sync::Arc<Forward>> {
+        let own = args.http_advertise.clone()?;
+        let stage_args = if args.scale_out {
+            crate::scale_out::stage_args(args, Stage::Cluster)
+        } else {
+            args.clone()
+        };
+        let opts = crate::kafka::KafkaOptions::from(&stage_args).for_stage();
+        if !(opts.leased() && opts.stage.holds_clusters()) {
+            tracing::warn!(
+                "--http-advertise is of use with --lease (or --scale-out) only, on a stage that holds the clusters: this instance publishes nothing"
+            );
+            return None;
+        }
+        Some(std::sync::Arc::new(Forward {
+            holder: crate::lease::Holder::new(&opts),
+            own,
+        }))
+    }
+
+    /// Asks the holder of the lease what `url`'s clusters are, on behalf of this standby: its
+    /// answer as it gave it, or 503 with why there is none.
+    async fn ask(self: std::sync::Arc<Self>, url: &str) -> Response {
+        let me = self.clone();
+        let found = tokio::task::spawn_blocking(move || me.holder.url()).await;
+        let holder = match found {
+            Ok(Ok(Some(holder))) if holder != self.own => holder,
+            Ok(Ok(_)) => return not_running(),
+            Ok(Err(e)) => {
+                return unavailable(format!(
+                    "standing by for the lease, and cannot learn from the broker which instance holds it: {e:#}"
+                ))
+            }
+            Err(e) => return unavailable(format!("standing by for the lease: {e}")),
+        };
+        let path = format!(
+            "/clusters?url={}",
+            form_urlencoded::byte_serialize(url.as_bytes()).collect::<String>()
+        );
+        let asked = match Peer::parse(&holder) {
+            Ok(peer) => tokio::time::timeout(FORWARD_TIMEOUT, fetch(&peer, &path))
+                .await
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in {FORWARD_TIMEOUT:?}"))),
+            Err(e) => Err(anyhow::anyhow!(e)),
+        };
+        match asked {
+            Ok((status, body)) => (
+                status,
+                [
+                    ("content-type", "application/json".to_owned()),
+                    (ANSWERED_BY, holder),
+                ],
+                body,
+            )
+                .into_response(),
+            Err(e) => unavailable(format!(
+                "standing by for the lease; its holder published {holder}, which did not answer (it may have just stopped: the lease moves within the session timeout): {e:#}"
+            )),
+        }
+    }
+}
+
+/// A GET of `path` from `peer`: the status and the body.
+async fn fetch(peer: &Peer, path: &str) -> Result<(StatusCode, axum::body::Bytes)> {
+    use http_body_util::BodyExt as _;
+    let stream = tokio::net::TcpStream::connect(&peer.authority)
+        .await
+        .with_context(|| format!("cannot connect to {}", peer.authority))?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let request = axum::http::Request::get(path)
+        .header("host", &peer.authority)
+        .header(FORWARDED, "1")
+        .body(http_body_util::Empty::<axum::body::Bytes>::new())?;
+    let response = sender.send_request(request).await?;
+    let status = response.status();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, body))
+}
+
+/// The state of the `/clusters` handler.
+#[derive(Clone)]
+struct Clusters {
+    queries: mpsc::Sender<ClusterQuery>,
+    stage: Stage,
+    forward: Option<std::sync::Arc<Forward>>,
+}
+
 /// Serves the endpoints of a process running `stage` (a `--scale-out` process: the cluster
-/// stage's) on `listener` until `shutdown` turns true.
+/// stage's) on `listener` until `shutdown` turns true. With `forward`, a standby forwards
+/// `/clusters` questions to the lease's holder.
 pub fn serve(
     listener: tokio::net::TcpListener,
     stage: Stage,
     queries: mpsc::Sender<ClusterQuery>,
+    forward: Option<std::sync::Arc<Forward>>,
     health: Readiness,
     metrics: PrometheusHandle,
     mut shutdown: watch::Receiver<bool>,
@@ -97,7 +256,11 @@ pub fn serve(
             }),
         )
         .route("/clusters", get(clusters))
-        .with_state((queries, stage));
+        .with_state(Clusters {
+            queries,
+            stage,
+            forward,
+        });
     tokio::spawn(async move {
         let stop = async move {
             while !*shutdown.borrow() {
@@ -121,7 +284,12 @@ struct UrlParam {
 }
 
 async fn clusters(
-    State((queries, stage)): State<(mpsc::Sender<ClusterQuery>, Stage)>,
+    State(Clusters {
+        queries,
+        stage,
+        forward,
+    }): State<Clusters>,
+    headers: axum::http::HeaderMap,
     Query(p): Query<UrlParam>,
 ) -> Response {
     if !stage.holds_clusters() {
@@ -151,11 +319,23 @@ async fn clusters(
             StatusCode::NOT_FOUND,
             serde_json::json!({"url": url, "error": "not in any cluster"}),
         ),
-        _ => json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({"error": "the topology is not running here (starting, shutting down, or standing by for the lease: ask the instance holding it)"}),
-        ),
+        // Not running here: a standby forwards the question to the holder, once.
+        _ => match forward {
+            Some(f) if !headers.contains_key(FORWARDED) => f.ask(&url).await,
+            _ => not_running(),
+        },
     }
+}
+
+fn not_running() -> Response {
+    unavailable("the topology is not running here (starting, shutting down, or standing by for the lease: ask the instance holding it, or give every instance --http-advertise, and a standby forwards the question to it)".into())
+}
+
+fn unavailable(error: String) -> Response {
+    json(
+        StatusCode::SERVICE_UNAVAILABLE,
+        serde_json::json!({ "error": error }),
+    )
 }
 
 fn json(status: StatusCode, body: serde_json::Value) -> Response {
@@ -165,4 +345,41 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response {
         body.to_string() + "\n",
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_advertised_url_is_http_host_and_port_without_a_path() {
+        let authority = |url: &str| Peer::parse(url).map(|p| p.authority);
+        assert_eq!(authority("http://10.0.3.7:9090").unwrap(), "10.0.3.7:9090");
+        assert_eq!(authority("http://10.0.3.7:9090/").unwrap(), "10.0.3.7:9090");
+        assert_eq!(
+            authority("http://neardup-0.neardup:9090").unwrap(),
+            "neardup-0.neardup:9090"
+        );
+        assert_eq!(authority("http://pod.example").unwrap(), "pod.example:80");
+        assert_eq!(
+            authority("http://[fd00::7]:9090").unwrap(),
+            "[fd00::7]:9090"
+        );
+        assert_eq!(authority("http://[fd00::7]").unwrap(), "[fd00::7]:80");
+        assert_eq!(authority("http://fd00::7:9090").unwrap(), "[fd00::7]:9090");
+        for (bad, says) in [
+            ("https://10.0.3.7:9090", "not an http:// URL"),
+            ("10.0.3.7:9090", "not an http:// URL"),
+            ("http://", "without a path"),
+            ("http://10.0.3.7:9090/clusters", "without a path"),
+            ("http://user@10.0.3.7:9090", "without a path"),
+            ("http://10.0.3.7:port", "not a HOST:PORT"),
+            ("http://10.0.3.7:99999", "not a HOST:PORT"),
+            ("http://:9090", "not a HOST:PORT"),
+            ("http://fd00::7", "needs its port"),
+        ] {
+            let e = Peer::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 }

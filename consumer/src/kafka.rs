@@ -99,6 +99,9 @@ pub struct KafkaOptions {
     pub sign_cache: usize,
     /// A stage whose state spans the partitions runs in the lease's holder only (`--lease`).
     pub lease: bool,
+    /// The URL of this instance's HTTP endpoints, which the lease's holder publishes
+    /// (`--http-advertise`).
+    pub advertise: Option<String>,
 }
 
 impl From<&RunArgs> for KafkaOptions {
@@ -123,6 +126,7 @@ impl From<&RunArgs> for KafkaOptions {
             sign_cache: a.topology.sign_cache,
             // Every stage of a scale-out process runs under the lease.
             lease: a.lease || a.scale_out,
+            advertise: a.http_advertise.clone(),
         }
     }
 }
@@ -150,6 +154,7 @@ impl KafkaOptions {
             dead_letter_window: 1,
             sign_cache: 0,
             lease: false,
+            advertise: None,
         }
     }
 

@@ -4,8 +4,10 @@
 //! Such a stage cannot share its input's partitions between instances: each would hold only the
 //! pages of its own partitions, and miss the pairs, clusters and host pairs joining them to the
 //! others' (see [`crate::telemetry::Input`]). With `--lease`, an instance first joins a second
-//! consumer group, GROUP + `.lease`, on a topic of one partition that nobody writes
-//! (PREFIX + `internal.lease`). Kafka's group protocol gives that partition to exactly one
+//! consumer group, GROUP + `.lease`, on a topic of one partition (PREFIX + `internal.lease`),
+//! which only holders write: with `--http-advertise`, a small record with the URL of the
+//! holder's HTTP endpoints, keyed by the lease's group, so that a standby can forward
+//! `/clusters` questions to it ([`Holder`]). Kafka's group protocol gives that partition to exactly one
 //! member: the lease. Its holder subscribes to the stage's input and runs the stage; every other
 //! instance stands by, in neither group's assignment of the input, until the lease comes to it:
 //! when the holder stops (it leaves the input's group first, having drained, committed and
@@ -27,10 +29,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
 use tokio::sync::watch;
 
 use crate::kafka::KafkaOptions;
@@ -79,6 +82,13 @@ impl Lease {
             .subscribe(&[&topic])
             .with_context(|| format!("cannot subscribe to the lease topic {topic}"))?;
         let (tx, held) = watch::channel(Term::default());
+        // Only the clusters are asked for on HTTP (crate::http::Forward).
+        let mut publisher = opts
+            .advertise
+            .as_ref()
+            .filter(|_| opts.stage.holds_clusters())
+            .map(|url| Publisher::new(opts, url))
+            .transpose()?;
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done) = mpsc::channel();
         let stopping = stop.clone();
@@ -87,12 +97,15 @@ impl Lease {
             .spawn(crate::telemetry::staged(move || {
                 let throttle = Throttle::default();
                 while !stopping.load(Ordering::Relaxed) {
-                    // Nobody writes the topic: a poll serves the group's callbacks, and a record
-                    // someone wrote anyway is ignored.
+                    // A poll serves the group's callbacks; a record of the topic (a holder's
+                    // URL) is ignored.
                     if let Some(Err(e)) = consumer.poll(Duration::from_millis(200)) {
                         throttle::kafka_error(&throttle, "consumer", &e, "keeping the lease");
                     }
                     let now = consumer.assignment().is_ok_and(|a| a.count() > 0);
+                    if let Some(p) = &mut publisher {
+                        p.tick(now);
+                    }
                     tx.send_if_modified(|t| {
                         if t.held == now {
                             return false;
@@ -141,6 +154,142 @@ impl Lease {
     pub fn release(self, limit: Duration) -> bool {
         self.stop.store(true, Ordering::Relaxed);
         self.done.recv_timeout(limit).is_ok()
+    }
+}
+
+/// How often the holder publishes its URL again while it holds the lease (a record the topic's
+/// retention may delete).
+const REPUBLISH: Duration = Duration::from_secs(600);
+/// How soon it tries again when a publication failed.
+const RETRY: Duration = Duration::from_secs(5);
+/// How many of the lease topic's last records a reader looks through for the holder's URL
+/// (holders of other groups sharing the topic publish there too).
+const SPAN: i64 = 256;
+
+/// The holder's publication of its URL (`--http-advertise`): a record of the lease topic keyed by
+/// the lease's group, written when this instance takes the lease and every [`REPUBLISH`] while it
+/// holds it. (The commit metadata of the lease's group would say the same without a record, but
+/// tansu, the test broker, keeps none, so it could not be tested here.)
+struct Publisher {
+    producer: BaseProducer<Delivered>,
+    topic: String,
+    key: String,
+    url: String,
+    /// A record sent whose delivery is not yet known.
+    pending: bool,
+    /// When the next is due (now, when the lease is taken).
+    next: Instant,
+}
+
+/// Where a [`Publisher`]'s delivery outcome arrives.
+#[derive(Default)]
+struct Delivered(std::sync::Mutex<Option<std::result::Result<(), String>>>);
+
+impl rdkafka::ClientContext for Delivered {}
+
+impl ProducerContext for Delivered {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(result.as_ref().map(|_| ()).map_err(|(e, _)| e.to_string()));
+    }
+}
+
+impl Publisher {
+    fn new(opts: &KafkaOptions, url: &str) -> Result<Publisher> {
+        let mut config = opts.client_config(&[("message.timeout.ms", "10000"), ("linger.ms", "0")]);
+        // The stage's clients report the statistics; this one would only log them.
+        config.set("statistics.interval.ms", "0");
+        let producer = config
+            .create_with_context(Delivered::default())
+            .context("cannot create the producer that publishes this instance's URL as the lease holder's (check --brokers and -X properties)")?;
+        Ok(Publisher {
+            producer,
+            topic: opts.lease_topic(),
+            key: opts.lease_group(),
+            url: url.to_owned(),
+            pending: false,
+            next: Instant::now(),
+        })
+    }
+
+    /// One look of the lease's thread, `held` saying whether this instance holds the lease.
+    fn tick(&mut self, held: bool) {
+        let now = Instant::now();
+        self.producer.poll(Duration::ZERO);
+        let outcome = self
+            .producer
+            .context()
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(outcome) = outcome {
+            self.pending = false;
+            self.next = now
+                + match outcome {
+                    Ok(()) => {
+                        tracing::info!(url = %self.url, topic = %self.topic, "published this instance's URL as the lease holder's: a standby forwards /clusters questions to it");
+                        REPUBLISH
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, url = %self.url, "cannot publish this instance's URL as the lease holder's: a standby asked for /clusters answers 503 until it is; trying again");
+                        RETRY
+                    }
+                };
+        }
+        if !held {
+            self.next = now;
+            return;
+        }
+        if self.pending || now < self.next {
+            return;
+        }
+        let record = BaseRecord::to(&self.topic)
+            .key(&self.key)
+            .partition(0)
+            .payload(&self.url);
+        match self.producer.send(record) {
+            Ok(()) => self.pending = true,
+            Err((e, _)) => {
+                tracing::warn!(error = %e, "cannot publish this instance's URL as the lease holder's; trying again");
+                self.next = now + RETRY;
+            }
+        }
+    }
+}
+
+/// Where the holder of a stage's lease serves HTTP, as it published it (see [`Publisher`]), read
+/// by a client that joins no group.
+pub struct Holder {
+    prober: std::sync::Mutex<crate::at_end::Prober>,
+    group: String,
+    topic: String,
+}
+
+impl Holder {
+    /// For the lease of the stage of `opts` (a stage's options, as [`Lease::join`] takes).
+    pub fn new(opts: &KafkaOptions) -> Holder {
+        Holder {
+            prober: std::sync::Mutex::new(crate::at_end::Prober::new(opts)),
+            group: opts.lease_group(),
+            topic: opts.lease_topic(),
+        }
+    }
+
+    /// The URL the last holder published (none: none did lately). Blocks for a few round trips
+    /// to the broker.
+    pub fn url(&self) -> Result<Option<String>> {
+        let value = self
+            .prober
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .last_keyed(&self.topic, 0, self.group.as_bytes(), SPAN)?;
+        Ok(value.map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 }
 

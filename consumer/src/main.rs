@@ -221,6 +221,7 @@ async fn serve_http(
         listener,
         stage,
         queries.clone(),
+        http::Forward::for_run(args),
         readiness,
         metrics,
         shutdown.clone(),

@@ -133,7 +133,7 @@ pub fn plan(opts: &KafkaOptions, cfg: &neardup_topology::Config, split: bool) ->
         internal(
             opts.lease_topic(),
             Partitions::Exactly(1),
-            "--lease: its one partition is the lease of each stage whose state spans the partitions (never written)",
+            "--lease: its one partition is the lease of each stage whose state spans the partitions (written only with --http-advertise: the holder's URL)",
         );
     }
     if split {

@@ -105,6 +105,20 @@ def container(workload):
     return c
 
 
+def pod_env(workload, pod_ip="10.0.3.7"):
+    """The container's environment as the kubelet gives it: secrets stood in for, the pod's IP
+    from the downward API, and $(NAME) references to variables defined before expanded."""
+    env = {}
+    for e in container(workload).get("env", []):
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), e["value"])
+        elif e["valueFrom"].get("fieldRef", {}).get("fieldPath") == "status.podIP":
+            env[e["name"]] = pod_ip
+        else:
+            env[e["name"]] = "from-a-secret"
+    return env
+
+
 def stage_of(workload):
     return workload["metadata"]["labels"]["app.kubernetes.io/component"]
 
@@ -435,8 +449,7 @@ class ChartTest(unittest.TestCase):
             self.assertEqual(args[:3], [command, "--config", "/etc/neardup/neardup.toml"])
             args[2] = str(path)
             env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
-            for e in container(workload).get("env", []):
-                env[e["name"]] = e.get("value", "from-a-secret")
+            env.update(pod_env(workload))
             return subprocess.run([str(NEARDUP), *args, "--check-config"], env=env, capture_output=True, text=True)
 
     def test_every_key_and_argument_the_chart_sets_is_known_to_neardup(self):
@@ -480,7 +493,10 @@ class ChartTest(unittest.TestCase):
                 # the same configuration, environment and extra volumes as the pods
                 self.assertEqual(cm["data"]["neardup.toml"], r.config_toml())
                 w = r.workloads()[0]
-                self.assertEqual(container(job).get("env"), container(w).get("env"))
+                # (but the pod's own URL, which the Job has no use for)
+                own = ("POD_IP", "NEARDUP_HTTP_ADVERTISE")
+                pod_env_ = [e for e in container(w).get("env", []) if e["name"] not in own]
+                self.assertEqual(container(job).get("env") or [], pod_env_)
                 self.assertEqual(container(job).get("envFrom"), container(w).get("envFrom"))
                 pod = job["spec"]["template"]["spec"]
                 for v in w["spec"]["template"]["spec"]["volumes"]:
@@ -544,6 +560,31 @@ class ChartTest(unittest.TestCase):
                 config = [d for d in r.docs if d["kind"] == "ConfigMap"][0]
                 key = "scale_out" if "config.scale_out=true" in sets else "lease"
                 self.assertIn(f"{key} = true", "".join(config["data"].values()))
+
+    def test_a_pod_that_may_hold_the_clusters_under_a_lease_advertises_its_url(self):
+        # The lease's holder publishes its URL; a pod standing by forwards /clusters to it.
+        for sets, advertising in [
+            (["config.lease=true", "stages.all.replicas=2"], {"all"}),
+            (["config.scale_out=true", "stages.all.replicas=2"], {"all"}),
+            (["config.lease=true", "split=true", "stages.cluster.replicas=2"], {"cluster"}),
+            ([], set()),
+            (["split=true"], set()),
+        ]:
+            with self.subTest(sets=sets):
+                r = Render(sets=[*sets, "topics.create=true"])
+                self.assertIsNotNone(r.topics_job()[0])
+                for w in r.workloads():
+                    env = pod_env(w, pod_ip="10.0.3.7")
+                    if stage_of(w) in advertising:
+                        self.assertEqual(env.get("NEARDUP_HTTP_ADVERTISE"), "http://10.0.3.7:9090")
+                        out = self.check_config(r, w)
+                        self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+                    else:
+                        self.assertNotIn("NEARDUP_HTTP_ADVERTISE", env, stage_of(w))
+                self.assertNotIn("NEARDUP_HTTP_ADVERTISE", str(r.topics_job()))
+        # The port follows http.port.
+        r = Render(sets=["config.lease=true", "http.port=8081"])
+        self.assertEqual(pod_env(r.workloads()[0])["NEARDUP_HTTP_ADVERTISE"], "http://10.0.3.7:8081")
 
     def test_a_shared_claim_replaces_the_claim_per_pod(self):
         # persistence.existingClaim: every pod of the stage mounts one (ReadWriteMany) claim for

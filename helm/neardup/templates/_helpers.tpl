@@ -128,13 +128,25 @@ severity: {{ .severity }}
 {{- end }}
 
 {{/*
-A neardup container's environment: the SASL credentials from their Secret (librdkafka's
-sasl.username and sasl.password, as NEARDUP_KAFKA_<PROPERTY>), then `env` and `envFrom`.
-Shared by the stages' pods and the topics Job, which must reach Kafka the same way.
+A neardup container's environment: with `advertise` (a pod that may hold the clusters under a
+lease), the pod's own URL, which the lease's holder publishes so that a pod standing by forwards
+`/clusters` to it; the SASL credentials from their Secret (librdkafka's sasl.username and
+sasl.password, as NEARDUP_KAFKA_<PROPERTY>), then `env` and `envFrom`. Shared by the stages'
+pods and the topics Job (called with the root context: no `advertise`), which must reach Kafka
+the same way.
 */}}
 {{- define "neardup.containerEnv" -}}
-{{- if or .Values.env .Values.sasl.enabled }}
+{{- if or .Values.env .Values.sasl.enabled .advertise }}
 env:
+  {{- if .advertise }}
+  # the URL the lease's holder publishes: a pod standing by forwards /clusters questions to it
+  - name: POD_IP
+    valueFrom:
+      fieldRef:
+        fieldPath: status.podIP
+  - name: NEARDUP_HTTP_ADVERTISE
+    value: "http://$(POD_IP):{{ .Values.http.port }}"
+  {{- end }}
   {{- if .Values.sasl.enabled }}
   # librdkafka's sasl.username and sasl.password (NEARDUP_KAFKA_<PROPERTY>)
   - name: NEARDUP_KAFKA_SASL_USERNAME
