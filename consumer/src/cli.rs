@@ -355,7 +355,8 @@ pub struct RunArgs {
     pub exit_at_end: bool,
     /// Run a stage whose state spans every partition of its input (all, index, verify, cluster,
     /// mirror) in one instance of the group at a time: the one holding the lease, a partition of
-    /// PREFIX + `internal.lease` (one partition, never written) in the group GROUP + `.lease`.
+    /// PREFIX + `internal.lease` (one partition, written only with the holder's URL under
+    /// `--http-advertise`) in the group GROUP + `.lease`.
     /// Other instances stand by and take over, state restored, when it stops or dies: run two
     /// replicas of such a stage for a quick failover. Off: every instance reads the partitions
     /// the group gives it (sign and shard split the partitions either way).
@@ -375,10 +376,11 @@ pub struct RunArgs {
     #[arg(long, env = "NEARDUP_HTTP_LISTEN")]
     pub http_listen: Option<String>,
     /// The URL at which the other instances reach this one's HTTP endpoints, e.g.
-    /// `http://10.0.3.7:9090` (in Kubernetes, the pod's IP: the chart sets it). With `--lease`,
-    /// the lease's holder publishes it to the broker (the commit metadata of the lease's
-    /// group), and an instance standing by forwards a `/clusters` question to it, so a Service
-    /// in front of every instance answers from any of them. Off unless given: a standby then
+    /// `http://10.0.3.7:9090` (in Kubernetes, the pod's IP: the chart sets it). With `--lease`
+    /// (or `--scale-out`), the instance holding the lease of the stage that holds the clusters
+    /// publishes it (a record keyed by the lease's group on the lease topic), and an instance
+    /// standing by forwards a `/clusters` question to it, so a Service in front of every
+    /// instance answers from any of them. Off unless given: a standby then
     /// answers `/clusters` with 503. An IPv6 address goes in brackets, or without them when the
     /// port follows (`http://fd00::7:9090`, as `http://$(POD_IP):9090` gives it).
     #[arg(long, env = "NEARDUP_HTTP_ADVERTISE", value_name = "URL")]

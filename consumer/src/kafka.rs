@@ -193,7 +193,8 @@ impl KafkaOptions {
         format!("{}internal.answered", self.output_prefix)
     }
 
-    /// The topic whose one partition is the lease of a stage (`--lease`; never written).
+    /// The topic whose one partition is the lease of a stage (`--lease`; written only with the
+    /// holder's URL under `--http-advertise`).
     pub fn lease_topic(&self) -> String {
         format!("{}internal.lease", self.output_prefix)
     }
