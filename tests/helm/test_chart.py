@@ -394,6 +394,13 @@ class ChartTest(unittest.TestCase):
                 sorted(n for n, l in pods.items() if selects(metrics["spec"]["selector"], l)), sorted(pods),
                 "the metrics Service fronts every stage",
             )
+            # /clusters: only the pods that hold the cluster map
+            clusters = r.one("Service", f"{FULL}-clusters")
+            self.assertEqual(
+                sorted(stage_of(w) for w in r.workloads() if selects(clusters["spec"]["selector"], pods[w["metadata"]["name"]])),
+                ["cluster" if any(stage_of(w) == "cluster" for w in r.workloads()) else "all"],
+                variant,
+            )
             for sm in r.of("ServiceMonitor"):
                 scraped = [s["metadata"]["name"] for s in services if selects(sm["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])]
                 self.assertEqual(scraped, [metrics["metadata"]["name"]], "each pod is scraped once")
@@ -687,8 +694,8 @@ class ChartTest(unittest.TestCase):
                     (target,) = re.findall(r"exec (\S+) -- neardup run", notes)
                     self.assertIn(target, names)
                     self.assertEqual("internal.signed" in notes, variant in ("split", "keda", "sasl"))
-                    # every stage in each pod: the cluster map from the pod holding the cluster lease
-                    self.assertEqual('neardup_lease_held{stage="cluster"}' in notes, variant == "scale-out")
+                    # under a lease, a pod standing by forwards /clusters to the holder
+                    self.assertEqual("forwards the question to the holder" in notes, variant == "scale-out")
                     self.assertEqual("running every split stage in each of 2 pod(s)" in notes, variant == "scale-out")
                     # the topics: made by the release's Job, or how to make them
                     jobs = [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
@@ -701,14 +708,10 @@ class ChartTest(unittest.TestCase):
                     self.assertEqual(re.findall(r"\bNeardup[A-Za-z]+", notes), rules)
                     if rules:
                         self.assertIn(f"PrometheusRule {FULL}", notes)
-                    # in a split release, the cluster map is asked of the cluster stage
+                    # the cluster map is asked of the Service of the pods that hold it
                     forwards = re.findall(r"port-forward (\S+) ", notes)
-                    self.assertEqual(forwards[0], f"svc/{FULL}")
-                    if "internal.signed" in notes:
-                        self.assertEqual(forwards[1:], [f"statefulset/{FULL}-cluster"])
-                        self.assertIn(forwards[1], names)
-                    else:
-                        self.assertEqual(forwards[1:], [])
+                    self.assertEqual(forwards, [f"svc/{FULL}", f"svc/{FULL}-clusters"])
+                    self.assertTrue({f.replace("svc/", "service/", 1) for f in forwards} <= names, forwards)
 
     def test_readme_documents_every_value(self):
         out = subprocess.run(
