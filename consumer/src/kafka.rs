@@ -1794,25 +1794,26 @@ fn commit(
     committed: &mut BTreeMap<i32, i64>,
     how: Commit<'_>,
 ) -> Result<bool> {
+    // Only partitions still assigned: one whose revocation the run loop has yet to take was
+    // committed on its release, and may be another instance's now, whose commits this one's
+    // would undo. (librdkafka runs the revocation callback inside this task's poll of the
+    // consumer, so the assignment cannot change between here and the commit.)
+    let assigned: HashSet<i32> = consumer
+        .assignment()
+        .map(|tpl| {
+            topic_partitions(&tpl)
+                .filter(|(t, _)| t == topic)
+                .map(|(_, p)| p)
+                .collect()
+        })
+        .unwrap_or_default();
     // A confirmed commit sends the offset of every partition still assigned, even one taken as
     // committed: an asynchronous commit counts as made once sent, and the broker may still
-    // have refused it. (A partition whose revocation the run loop has yet to take was
-    // committed on its release, and may be another instance's now.)
-    let resend: HashSet<i32> = match how {
-        Commit::Within(..) => consumer
-            .assignment()
-            .map(|tpl| {
-                topic_partitions(&tpl)
-                    .filter(|(t, _)| t == topic)
-                    .map(|(_, p)| p)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        Commit::Async => HashSet::new(),
-    };
+    // have refused it.
+    let resend = matches!(how, Commit::Within(..));
     let mut tpl = TopicPartitionList::new();
     for (&p, &next) in acked {
-        if resend.contains(&p) || committed.get(&p) != Some(&next) {
+        if assigned.contains(&p) && (resend || committed.get(&p) != Some(&next)) {
             tpl.add_partition_offset(topic, p, Offset::Offset(next))?;
         }
     }
