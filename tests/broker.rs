@@ -1972,7 +1972,8 @@ async fn a_standby_sharing_the_checkpoint_directory_takes_over_from_the_holders_
 /// stage (exit 1, saying why) instead of rejoining the input's group beside the new holder; the
 /// new holder keeps both partitions. Restarted, the old one stands by, and when the holder stops
 /// (SIGTERM), it takes over, rebuilds the state and applies the last stretch. Every output of
-/// an undisturbed run arrives and nothing else, and repeats are identical.
+/// an undisturbed run arrives and nothing else, and repeats are identical. (The thawed holder's
+/// partitions are lost, not released: it commits none of them.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_lease_holder_stops_when_it_thaws_and_the_standby_runs_on() {
     let mut t = LeasePair::new("leasestop").await;
@@ -1991,6 +1992,9 @@ async fn a_frozen_lease_holder_stops_when_it_thaws_and_the_standby_runs_on() {
     let log_a = std::fs::read_to_string(t.log(0)).unwrap();
     assert_eq!(status.code(), Some(1), "{log_a}");
     assert!(log_a.contains("stopped running the stage"), "{log_a}");
+    // Its partitions were lost, not released: the group refuses their commit (and with the
+    // broker gone, the commit would wait for it unbounded), so none is tried.
+    assert!(log_a.contains("partitions lost"), "{log_a}");
     t.wait_applied(1, t.thirds[1] - t.thirds[0]);
     // (The thawed holder's input consumer may have rejoined for a moment before it stopped:
     // the group hands both partitions back.)

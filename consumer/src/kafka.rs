@@ -368,7 +368,8 @@ impl ConsumerContext for RunContext {
         let Rebalance::Revoke(tpl) = rebalance else {
             return;
         };
-        if consumer.assignment_lost() {
+        let lost = consumer.assignment_lost();
+        if lost {
             self.lost.store(true, Ordering::Relaxed);
         }
         // The run loop is inside `recv` (which runs this callback), so every record it applied
@@ -384,6 +385,12 @@ impl ConsumerContext for RunContext {
             }
         }
         match rdkafka::producer::Producer::flush(&self.producer, self.flush_timeout) {
+            // Lost partitions (the session expired: the broker out of reach, or a stall) are
+            // the group's to give away already: it would refuse the commit, and with the broker
+            // gone, librdkafka's synchronous commit would wait for it unbounded.
+            Ok(()) if lost && offsets.count() > 0 => {
+                warn!(offsets = ?partitions(&offsets), "partitions lost (this instance's session in the group expired): their outputs are flushed but their offsets not committed; the next owner repeats some outputs")
+            }
             Ok(()) if offsets.count() > 0 => match consumer.commit(&offsets, CommitMode::Sync) {
                 Ok(()) => {
                     info!(offsets = ?partitions(&offsets), "outputs flushed and offsets committed before the partitions are released")
