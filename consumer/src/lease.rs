@@ -4,11 +4,11 @@
 //! Such a stage cannot share its input's partitions between instances: each would hold only the
 //! pages of its own partitions, and miss the pairs, clusters and host pairs joining them to the
 //! others' (see [`crate::telemetry::Input`]). With `--lease`, an instance first joins a second
-//! consumer group, GROUP + `.lease`, on a topic of one partition (PREFIX + `internal.lease`),
-//! which only holders write: with `--http-advertise`, a small record with the URL of the
-//! holder's HTTP endpoints, keyed by the lease's group, so that a standby can forward
-//! `/clusters` questions to it ([`Holder`]). Kafka's group protocol gives that partition to exactly one
-//! member: the lease. Its holder subscribes to the stage's input and runs the stage; every other
+//! consumer group, GROUP + `.lease`, on a topic of one partition (PREFIX + `internal.lease`).
+//! Kafka's group protocol gives that partition to exactly one member: the lease. (Only holders
+//! write the topic: with `--http-advertise`, a small record with the URL of the holder's HTTP
+//! endpoints, keyed by the lease's group, so that a standby can forward `/clusters` questions to
+//! it; see [`Holder`].) Its holder subscribes to the stage's input and runs the stage; every other
 //! instance stands by, in neither group's assignment of the input, until the lease comes to it:
 //! when the holder stops (it leaves the input's group first, having drained, committed and
 //! checkpointed, then the lease's group) or dies (its session times out in both groups).
