@@ -120,11 +120,18 @@ impl Peer {
     }
 }
 
+/// How long a standby trusts the holder's URL it read from the broker before reading it again
+/// (at once when the holder does not answer): a question does not cost a round trip to the
+/// broker, and questions do not wait in line for the broker's client.
+const HOLDER_TTL: Duration = Duration::from_secs(2);
+
 /// What a standby needs to forward a `/clusters` question to the lease's holder
 /// (`--http-advertise`): where the holder says it serves, and this instance's own URL.
 pub struct Forward {
     holder: crate::lease::Holder,
     own: String,
+    /// The holder's URL as last read, and when.
+    known: std::sync::Mutex<Option<(std::time::Instant, Option<String>)>>,
 }
 
 impl Forward {
@@ -148,23 +155,41 @@ impl Forward {
         Some(std::sync::Arc::new(Forward {
             holder: crate::lease::Holder::new(&opts),
             own,
+            known: std::sync::Mutex::new(None),
         }))
+    }
+
+    /// The holder's URL as last read, and when.
+    fn known(&self) -> std::sync::MutexGuard<'_, Option<(std::time::Instant, Option<String>)>> {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The holder's URL: as read less than [`HOLDER_TTL`] ago, or from the broker.
+    async fn holder(self: &std::sync::Arc<Self>) -> Result<Option<String>> {
+        if let Some((at, url)) = &*self.known() {
+            if at.elapsed() < HOLDER_TTL {
+                return Ok(url.clone());
+            }
+        }
+        let me = self.clone();
+        let url = tokio::task::spawn_blocking(move || me.holder.url()).await??;
+        *self.known() = Some((std::time::Instant::now(), url.clone()));
+        Ok(url)
     }
 
     /// Asks the holder of the lease what `url`'s clusters are, on behalf of this standby: its
     /// answer as it gave it, or 503 with why there is none.
     async fn ask(self: std::sync::Arc<Self>, url: &str) -> Response {
-        let me = self.clone();
-        let found = tokio::task::spawn_blocking(move || me.holder.url()).await;
-        let holder = match found {
-            Ok(Ok(Some(holder))) if holder != self.own => holder,
-            Ok(Ok(_)) => return not_running(),
-            Ok(Err(e)) => {
+        let holder = match self.holder().await {
+            Ok(Some(holder)) if holder != self.own => holder,
+            Ok(_) => return not_running(),
+            Err(e) => {
                 return unavailable(format!(
                     "standing by for the lease, and cannot learn from the broker which instance holds it: {e:#}"
                 ))
             }
-            Err(e) => return unavailable(format!("standing by for the lease: {e}")),
         };
         let path = format!(
             "/clusters?url={}",
@@ -176,6 +201,13 @@ impl Forward {
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer in {FORWARD_TIMEOUT:?}"))),
             Err(e) => Err(anyhow::anyhow!(e)),
         };
+        // No answer, or "not running here": the lease may have moved, and the next question
+        // reads where it went.
+        if asked.as_ref().map_or(true, |(status, _)| {
+            *status == StatusCode::SERVICE_UNAVAILABLE
+        }) {
+            *self.known() = None;
+        }
         match asked {
             Ok((status, body)) => (
                 status,
