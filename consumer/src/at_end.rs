@@ -274,30 +274,44 @@ impl Prober {
         if high <= low {
             return Ok(None);
         }
-        let probe = self.probe(topic)?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(low.max(high - span)))?;
-        probe
-            .assign(&tpl)
-            .with_context(|| format!("cannot read {topic}"))?;
         let mut last = None;
+        self.scan(topic, &tpl, |polled| match polled {
+            Some(Ok(m)) => {
+                if m.key() == Some(key) {
+                    last = m.payload().map(<[u8]>::to_vec);
+                }
+                (m.offset() >= high - 1).then(|| Ok(last.take()))
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) => Some(Ok(last.take())),
+            Some(Err(e)) => Some(Err(anyhow!("reading {topic}: {e}"))),
+            None => None,
+        })
+    }
+
+    /// Reads `tpl` of `topic` from the offsets it names, handing `step` each poll's outcome
+    /// (`None`: nothing yet) until it gives the answer, for at most [`ASK_TIMEOUT`].
+    fn scan<T>(
+        &mut self,
+        topic: &str,
+        tpl: &TopicPartitionList,
+        mut step: impl FnMut(
+            Option<rdkafka::error::KafkaResult<rdkafka::message::BorrowedMessage<'_>>>,
+        ) -> Option<Result<T>>,
+    ) -> Result<T> {
+        let probe = self.probe(topic)?;
+        // A new assignment discards what the previous one fetched (librdkafka versions them).
+        probe
+            .assign(tpl)
+            .with_context(|| format!("cannot read {topic}"))?;
         let deadline = Instant::now() + ASK_TIMEOUT;
         let answer = loop {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                 break Err(anyhow!("no answer from {topic} in {ASK_TIMEOUT:?}"));
             };
-            match probe.poll(left) {
-                Some(Ok(m)) => {
-                    if m.key() == Some(key) {
-                        last = m.payload().map(<[u8]>::to_vec);
-                    }
-                    if m.offset() >= high - 1 {
-                        break Ok(last);
-                    }
-                }
-                Some(Err(KafkaError::PartitionEOF(_))) => break Ok(last),
-                Some(Err(e)) => break Err(anyhow!("reading {topic}: {e}")),
-                None => {}
+            if let Some(answer) = step(probe.poll(left)) {
+                break answer;
             }
         };
         probe
@@ -325,30 +339,18 @@ impl Prober {
         if from.is_empty() {
             return Ok(Vec::new());
         }
-        let probe = self.probe(topic)?;
         let mut tpl = TopicPartitionList::new();
         for &(p, offset) in from {
             tpl.add_partition_offset(topic, p, offset.map_or(Offset::Beginning, Offset::Offset))?;
         }
-        // A new assignment discards what the previous one fetched (librdkafka versions them).
-        probe
-            .assign(&tpl)
-            .with_context(|| format!("cannot read {topic}"))?;
         let mut answered: Vec<i32> = Vec::new();
         let mut found: Vec<(i32, i64)> = Vec::new();
-        let deadline = Instant::now() + ASK_TIMEOUT;
-        let answer = loop {
-            if from.iter().all(|(p, _)| answered.contains(p)) || (first_only && !found.is_empty()) {
-                break Ok(found);
-            }
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                break Err(anyhow!("no answer from {topic} in {ASK_TIMEOUT:?}"));
-            };
-            match probe.poll(left) {
+        self.scan(topic, &tpl, |polled| {
+            match polled {
                 Some(Err(KafkaError::PartitionEOF(p))) if !answered.contains(&p) => {
                     answered.push(p);
                 }
-                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(KafkaError::PartitionEOF(_))) | None => {}
                 Some(Ok(m)) => {
                     let p = m.partition();
                     let asked = from.iter().find(|f| f.0 == p);
@@ -359,14 +361,11 @@ impl Prober {
                         found.push((p, m.offset()));
                     }
                 }
-                Some(Err(e)) => break Err(anyhow!("reading {topic}: {e}")),
-                None => {}
+                Some(Err(e)) => return Some(Err(anyhow!("reading {topic}: {e}"))),
             }
-        };
-        probe
-            .unassign()
-            .with_context(|| format!("cannot stop reading {topic}"))?;
-        answer
+            (from.iter().all(|(p, _)| answered.contains(p)) || (first_only && !found.is_empty()))
+                .then(|| Ok(std::mem::take(&mut found)))
+        })
     }
 
     /// The partitions of `topic` with a record at or after their offset in `from` (as
