@@ -1840,7 +1840,8 @@ async fn a_standby_forwards_cluster_questions_to_the_lease_holder() {
             && http_get(t.ports[1], "/readyz").is_some_and(|(code, _)| code == 200)
     });
     let (path, held) = t.clustered(0);
-    // The holder's URL may reach the broker a moment after the lease (an asynchronous commit).
+    // The holder's URL may reach the topic a moment after the lease (a record sent
+    // asynchronously), and a standby keeps what it read, "none" too, for 2 s.
     let last = std::sync::Mutex::new(None);
     wait_until(
         "the standby never forwarded to the holder",
