@@ -1878,6 +1878,18 @@ async fn a_standby_forwards_cluster_questions_to_the_lease_holder() {
         body.contains(&format!("published {first}, which did not answer")),
         "{body}"
     );
+    let forwarded = |outcome: &str| {
+        t.metric(
+            1,
+            &format!("neardup_clusters_forwarded_total{{outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert!(
+        forwarded("answered").is_some_and(|n| n >= 2.0),
+        "{:?}",
+        forwarded("answered")
+    );
+    assert_eq!(forwarded("unreachable"), Some(1.0));
     // The new holder rebuilds the state when the next records come.
     t.send(1).await;
     t.wait_holding(1);

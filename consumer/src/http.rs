@@ -182,13 +182,20 @@ impl Forward {
     /// Asks the holder of the lease what `url`'s clusters are, on behalf of this standby: its
     /// answer as it gave it, or 503 with why there is none.
     async fn ask(self: std::sync::Arc<Self>, url: &str) -> Response {
+        let outcome = |o: &'static str| {
+            metrics::counter!("neardup_clusters_forwarded_total", "outcome" => o).increment(1)
+        };
         let holder = match self.holder().await {
             Ok(Some(holder)) if holder != self.own => holder,
-            Ok(_) => return not_running(),
+            Ok(_) => {
+                outcome("no_holder");
+                return not_running();
+            }
             Err(e) => {
+                outcome("no_holder");
                 return unavailable(format!(
                     "standing by for the lease, and cannot learn from the broker which instance holds it: {e:#}"
-                ))
+                ));
             }
         };
         let path = format!(
@@ -208,6 +215,11 @@ impl Forward {
         }) {
             *self.known() = None;
         }
+        outcome(if asked.is_ok() {
+            "answered"
+        } else {
+            "unreachable"
+        });
         match asked {
             Ok((status, body)) => (
                 status,

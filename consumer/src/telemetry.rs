@@ -32,6 +32,7 @@
 //! | `neardup_kafka_errors_total` | counter | `client` (`consumer`, `producer`), `code` (librdkafka's error code): every error the clients report, also those [`crate::throttle`] keeps out of the log |
 //! | `neardup_input_partitions`, `neardup_partitions_owned` | gauge | `topic` (the stage's input topic: its partitions; those assigned to this instance) |
 //! | `neardup_lease_held` | gauge | (with `--lease`, on a stage whose state spans the partitions: 1 while this instance holds the lease and runs the stage, 0 while it stands by) |
+//! | `neardup_clusters_forwarded_total` | counter | `outcome` (with `--http-advertise`, `/clusters` questions a standby forwarded: `answered` by the lease's holder, whatever the status; `unreachable`, the holder did not answer; `no_holder`, none published its URL, or the broker could not say) |
 //! | `neardup_state_partial` | gauge | (1 when the stage's state spans every input partition and this instance owns some of them but not all: see [`Health::input`]) |
 //!
 //! A process that runs every stage (`--scale-out`) adds the label `stage` (`sign`, `index`,
