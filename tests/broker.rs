@@ -1705,12 +1705,23 @@ impl LeasePair {
         });
     }
 
-    /// Waits until instance `i` stands by: no lease, ready; `/clusters` refused.
-    fn wait_standing_by(&self, i: usize) {
+    /// The URL of instance `i`'s HTTP endpoints (for `--http-advertise`).
+    fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.ports[i])
+    }
+
+    /// Waits until instance `i` stands by: no lease, ready.
+    fn wait_standby_ready(&self, i: usize) {
         self.wait_until(&format!("instance {i} never stood by"), &|| {
             self.metric(i, "neardup_lease_held") == Some(0.0)
                 && http_get(self.ports[i], "/readyz").is_some_and(|(code, _)| code == 200)
         });
+    }
+
+    /// Waits until instance `i` stands by: no lease, ready; `/clusters` refused (it was given
+    /// no `--http-advertise`).
+    fn wait_standing_by(&self, i: usize) {
+        self.wait_standby_ready(i);
         let (code, body) =
             http_get(self.ports[i], "/clusters?url=http%3A%2F%2Fx.example%2F").unwrap();
         assert_eq!(code, 503, "{body}");
@@ -1828,17 +1839,13 @@ async fn a_leased_stage_stands_by_and_takes_over_when_its_holder_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_forwards_cluster_questions_to_the_lease_holder() {
     let mut t = LeasePair::new("leasefwd").await;
-    let url = |i: usize| format!("http://127.0.0.1:{}", t.ports[i]);
-    let (first, second) = (url(0), url(1));
+    let (first, second) = (t.url(0), t.url(1));
     t.send(0).await;
     let mut a = t.spawn(0, &["--http-advertise", &first]);
     t.wait_holding(0);
     t.wait_applied(0, t.thirds[0]);
     let mut b = t.spawn(1, &["--http-advertise", &second]);
-    t.wait_until("the second instance never stood by", &|| {
-        t.metric(1, "neardup_lease_held") == Some(0.0)
-            && http_get(t.ports[1], "/readyz").is_some_and(|(code, _)| code == 200)
-    });
+    t.wait_standby_ready(1);
     let (path, held) = t.clustered(0);
     // The holder's URL may reach the topic a moment after the lease (a record sent
     // asynchronously), and a standby keeps what it read, "none" too, for 2 s.
@@ -2048,8 +2055,7 @@ fn published(s: &Setup, merged: &[(Vec<u8>, i32, i64)]) -> bool {
 async fn a_scale_out_instance_killed_mid_stream_leaves_every_stage_to_the_other() {
     let mut t = LeasePair::new("scalekill").await;
     t.s.create_internal_topics(2).await;
-    let url = |i: usize| format!("http://127.0.0.1:{}", t.ports[i]);
-    let (first, second) = (url(0), url(1));
+    let (first, second) = (t.url(0), t.url(1));
     let mut instances = [
         t.spawn(0, &["--scale-out", "--http-advertise", &first]),
         t.spawn(1, &["--scale-out", "--http-advertise", &second]),

@@ -1817,17 +1817,16 @@ fn commit(
     // A confirmed commit sends the offset of every partition still assigned, even one taken as
     // committed: an asynchronous commit counts as made once sent, and the broker may still
     // have refused it.
-    let resend = matches!(how, Commit::Within(..));
+    let confirmed = matches!(how, Commit::Within(..));
     let mut tpl = TopicPartitionList::new();
     for (&p, &next) in acked {
-        if assigned.contains(&p) && (resend || committed.get(&p) != Some(&next)) {
+        if assigned.contains(&p) && (confirmed || committed.get(&p) != Some(&next)) {
             tpl.add_partition_offset(topic, p, Offset::Offset(next))?;
         }
     }
     if tpl.count() == 0 {
         return Ok(true);
     }
-    let confirmed = matches!(how, Commit::Within(..));
     let sent = consumer.commit(&tpl, CommitMode::Async);
     let taken = match (sent, how) {
         (Err(e), _) => Err(e.to_string()),
