@@ -3061,6 +3061,15 @@ async fn the_cluster_map_is_served_over_http() {
             sample.records.len()
         ),
         "neardup_record_process_seconds_bucket{step=\"apply\",le=\"+Inf\"}".to_owned(),
+        // Every record read once, and each acknowledged once its outputs were.
+        format!(
+            "neardup_record_delay_seconds_count{{until=\"read\"}} {}",
+            stats.records
+        ),
+        format!(
+            "neardup_record_delay_seconds_count{{until=\"acknowledged\"}} {}",
+            stats.records
+        ),
     ];
     for (kind, n) in &stats.outputs {
         wanted.push(format!(

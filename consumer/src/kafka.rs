@@ -759,6 +759,10 @@ pub async fn run(
     let mut out: Vec<Emit> = Vec::new();
     let mut guard = DeadLetterGuard::new(opts.max_dead_letter_ratio, opts.dead_letter_window);
     let process_seconds = histogram!("neardup_record_process_seconds", "step" => "apply");
+    // How old a record is (by its Kafka timestamp) when it is read, and when its outputs are
+    // acknowledged: what an alert on stale duplicate reports watches.
+    let delay_read = histogram!("neardup_record_delay_seconds", "until" => "read");
+    let delay_acked = histogram!("neardup_record_delay_seconds", "until" => "acknowledged");
     let sign_cache = Arc::new(SignCache::new(opts.sign_cache, cfg_for_pool.window_ms));
     let mut pool = PreparePool::new(&cfg_for_pool, opts.stage, &sign_cache);
     let sign = SignStage::new(&cfg_for_pool);
@@ -781,7 +785,7 @@ pub async fn run(
     };
     let mut preparing = FuturesOrdered::new();
     let in_flight_gauge = gauge!("neardup_in_flight_records");
-    let mut merge: Merge<(i64, u32, Vec<u8>, Ready)> = Merge::default();
+    let mut merge: Merge<Buffered> = Merge::default();
     let mut assigned: HashSet<i32> = HashSet::new();
     // Per partition, records read and still being prepared.
     let mut pending: BTreeMap<i32, usize> = BTreeMap::new();
@@ -816,9 +820,10 @@ pub async fn run(
     // hands its outputs to the producer (`continue`s the enclosing loop when it is skipped).
     let mut buffers = Buffers::default();
     macro_rules! apply {
-        ($p:expr, $o:expr, $era:expr, $payload:expr, $prepared:expr) => {
-            let (p, o, era, payload, prepared): (i32, i64, u32, Vec<u8>, Ready) =
-                ($p, $o, $era, $payload, $prepared);
+        ($p:expr, $o:expr, $era:expr, $stamp:expr, $payload:expr, $prepared:expr) => {
+            let (p, o, era, stamp, payload, prepared): (i32, i64, u32, Option<i64>, Vec<u8>, Ready) =
+                ($p, $o, $era, $stamp, $payload, $prepared);
+            let age = stamp.map(|t| (t, delay_acked.clone()));
             let src = Source::Kafka {
                 topic: opts.input_topic.clone(),
                 partition: p,
@@ -843,7 +848,7 @@ pub async fn run(
                     )
                 })?;
                 let delivery = send_raw(&producer, topic, partition, &key, &value).await?;
-                in_flight.push_back(acknowledged(vec![delivery], p, o, era).boxed());
+                in_flight.push_back(acknowledged(vec![delivery], p, o, era, age).boxed());
                 applied_shared
                     .lock()
                     .expect("applied offsets")
@@ -935,7 +940,7 @@ pub async fn run(
                 let (topic, partition) = next_stage(p);
                 deliveries.push(send_raw(&producer, topic, partition, &key, &value).await?);
             }
-            in_flight.push_back(acknowledged(deliveries, p, o, era).boxed());
+            in_flight.push_back(acknowledged(deliveries, p, o, era, age).boxed());
             applied_shared
                 .lock()
                 .expect("applied offsets")
@@ -968,7 +973,7 @@ pub async fn run(
                     .filter(|a| merge.heads().all(|(h, item)| a.covers(h, item.0)))
                     .map(|a| &a.lagging)
             });
-            let Some((p, (o, era, payload, prepared))) = merge.pop(
+            let Some((p, (o, era, stamp, payload, prepared))) = merge.pop(
                 &assigned,
                 |q| {
                     if lagging.is_some_and(|l| l.is_none_or(|l| l.contains(&q))) {
@@ -988,7 +993,7 @@ pub async fn run(
             if epoch.get(&p).copied().unwrap_or(0) != era {
                 continue;
             }
-            apply!(p, o, era, payload, prepared);
+            apply!(p, o, era, stamp, payload, prepared);
         }
         // A checkpoint's file written meanwhile (by its own thread).
         if let Some(at) = saver.as_mut().and_then(Saver::poll) {
@@ -1180,7 +1185,10 @@ pub async fn run(
                 Err(e) => throttle::kafka_error(&throttle, "consumer", &e, "polling for records"),
                 Ok(m) => {
                     take_revocations!();
-                    let (p, o) = (m.partition(), m.offset());
+                    let (p, o, stamp) = (m.partition(), m.offset(), m.timestamp().to_millis());
+                    if let Some(t) = stamp {
+                        delay_read.record(seconds_since(t));
+                    }
                     let era = epoch.get(&p).copied().unwrap_or(0);
                     health.broker_up.store(true, Ordering::Relaxed);
                     at_end.remove(&p);
@@ -1189,11 +1197,11 @@ pub async fn run(
                     }
                     let ready = pool.submit(buffers.copy(m.payload().unwrap_or(&[])))?;
                     *pending.entry(p).or_default() += 1;
-                    preparing.push_back(async move { (p, o, era, ready.await) }.boxed());
+                    preparing.push_back(async move { (p, o, era, stamp, ready.await) }.boxed());
                 }
             },
             // ... and applied to the topology in the order they were read.
-            Some((p, o, era, ready)) = preparing.next(), if !preparing.is_empty() => {
+            Some((p, o, era, stamp, ready)) = preparing.next(), if !preparing.is_empty() => {
                 let (payload, prepared) = ready.map_err(|_| anyhow!("a preparing thread stopped"))?;
                 if let Some(n) = pending.get_mut(&p) {
                     *n = n.saturating_sub(1);
@@ -1213,9 +1221,9 @@ pub async fn run(
                         assigned = assignment(&consumer)?;
                         assigned.insert(p);
                     }
-                    merge.push(p, prepared.event_time_ms(), (o, era, payload, prepared));
+                    merge.push(p, prepared.event_time_ms(), (o, era, stamp, payload, prepared));
                 } else {
-                    apply!(p, o, era, payload, prepared);
+                    apply!(p, o, era, stamp, payload, prepared);
                 }
             }
             // The last batch of buffered records was full: the loop's head applies the next.
@@ -1531,6 +1539,10 @@ fn check_one_partition(consumer: &StreamConsumer<RunContext>, topic: &str) -> Re
     }
 }
 
+/// A prepared record the merge holds: its offset, the ownership era it was read in, its Kafka
+/// timestamp (ms), the record and what preparing it gave.
+type Buffered = (i64, u32, Option<i64>, Vec<u8>, Ready);
+
 /// A record to prepare, and where its result goes (with the record, for applying it).
 type PrepareJob = (Vec<u8>, tokio::sync::oneshot::Sender<PrepareResult>);
 
@@ -1672,11 +1684,13 @@ async fn send_raw(
 }
 
 /// Resolves when every delivery of input `(p, o)` is acknowledged; fails on the first failure.
+/// With `age` (the input's Kafka timestamp, in ms), records how old the input is then.
 async fn acknowledged(
     deliveries: Vec<DeliveryFuture>,
     p: i32,
     o: i64,
     epoch: u32,
+    age: Option<(i64, metrics::Histogram)>,
 ) -> Result<(i32, i64, u32)> {
     for d in deliveries {
         match d.await {
@@ -1689,7 +1703,19 @@ async fn acknowledged(
             Err(_) => bail!("the producer was dropped before acknowledging input partition {p} offset {o}"),
         }
     }
+    if let Some((stamp, histogram)) = age {
+        histogram.record(seconds_since(stamp));
+    }
     Ok((p, o, epoch))
+}
+
+/// Seconds from `stamp` (a Kafka timestamp, ms since the epoch) to now, by this host's clock: 0
+/// for a timestamp ahead of it (another host's clock).
+fn seconds_since(stamp: i64) -> f64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    now.saturating_sub(stamp).max(0) as f64 / 1000.0
 }
 
 /// What the run loop knows about the partitions it owns.

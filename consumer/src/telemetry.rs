@@ -21,6 +21,7 @@
 //! | `neardup_sign_cache_hits_total`, `neardup_sign_cache_misses_total` | counter | (pages whose signatures came from the sign cache; pages signed) |
 //! | `neardup_sign_cache_bytes`, `neardup_sign_cache_entries` | gauge | |
 //! | `neardup_record_process_seconds` | histogram | `step` (`prepare`: decoding and signing, on the preparing threads; `apply`: the windowed state, in order) |
+//! | `neardup_record_delay_seconds` | histogram | `until` (`read`: how old a record is, by its Kafka timestamp and this host's clock, when the run loop reads it; `acknowledged`: when the run loop has every output of it acknowledged, which is what a commit waits for; its outputs were readable downstream a little before) |
 //! | `neardup_in_flight_records` | gauge | |
 //! | `neardup_committed_offset` | gauge | `partition` |
 //! | `neardup_restored_records_total` | counter | |
@@ -142,6 +143,15 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         return Ok(h.clone());
     }
     let recorder = PrometheusBuilder::new()
+        // How old records are: from milliseconds (a live stream) to hours (a backlog, a
+        // replay of history). A full name goes before the suffix below.
+        .set_buckets_for_metric(
+            Matcher::Full("neardup_record_delay_seconds".into()),
+            &[
+                0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5,
+                5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0,
+            ],
+        )?
         .set_buckets_for_metric(
             Matcher::Suffix("_seconds".into()),
             &[
