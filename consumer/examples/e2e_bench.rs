@@ -6,6 +6,7 @@
 //! cargo build --release -p neardup --example e2e_bench
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
+//!     [--latency-warm N] [--latency-only] [--latency-from-first-output] \
 //!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S] \
 //!     [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]
 //! ```
@@ -24,7 +25,19 @@
 //!    URL and `fetched_at`): median, p99 and max, over all of them and over the pages produced
 //!    after the first two seconds. The producer connects (with a record to another topic)
 //!    before the first timed record. `--latency-profile MS` also prints the worst delay of each
-//!    MS milliseconds of the run.
+//!    MS milliseconds of the run. `--latency-warm N` first feeds the live run the first N of
+//!    those records as fast as it takes them, untimed, and waits until it has signed them all,
+//!    so that the timed records meet a running deployment (its window filled, its sign cache
+//!    warm) rather than a fresh one: with N the crawl's first round, the timed records are its
+//!    later rounds, the steady state of a crawl fetched again week after week.
+//!    The all-in-one live run also serves its metrics: its own `neardup_record_delay_seconds`
+//!    (page event produced -> read by neardup, and -> its outputs acknowledged) is read before
+//!    and after the timed records, and its median and p99 printed as bucket bounds.
+//!    `--latency-from-first-output` feeds it at half the rate of step 3 from its first output to
+//!    its last instead of from its start to its exit.
+//!    `--latency-only --latency-rate R` skips steps 1-3 (R: half the rate a full run of the
+//!    bench measured), so the live run meets a fresh broker: tansu keeps every topic in memory
+//!    and grows slower as it holds more (`--echo-baseline` shows how much).
 //!
 //! `--split-latency` makes step 4's live run go through the split stages (sign, index, cluster
 //! and mirror, each a process of its own) instead of the all-in-one process, and prints each
@@ -335,6 +348,113 @@ fn neardup(
     (secs, peak, err, cpu_ticks as f64 / 100.0)
 }
 
+/// Waits until `topic` has records and has taken no new one for two seconds; returns how many
+/// it holds (the sum of its partitions' high watermarks).
+fn settled(brokers: &str, topic: &str) -> i64 {
+    let c: BaseConsumer = config(brokers).create().expect("consumer");
+    let parts = c
+        .fetch_metadata(Some(topic), Duration::from_secs(30))
+        .expect("metadata")
+        .topics()
+        .first()
+        .map_or(1, |t| t.partitions().len().max(1)) as i32;
+    let (mut last, mut since) = (-1, Instant::now());
+    loop {
+        let held: i64 = (0..parts)
+            .map(|p| {
+                c.fetch_watermarks(topic, p, Duration::from_secs(30))
+                    .expect("watermarks")
+                    .1
+            })
+            .sum();
+        if held != last {
+            (last, since) = (held, Instant::now());
+        } else if held > 0 && since.elapsed() >= Duration::from_secs(2) {
+            return held;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The cumulative buckets of `neardup_record_delay_seconds` served at `port`, by label `until`:
+/// (upper bound in seconds, records at or under it). Waits up to 30 s for the process to serve
+/// them.
+fn record_delays(port: u16) -> Vec<(String, f64, u64)> {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let body = std::net::TcpStream::connect(("127.0.0.1", port))
+            .and_then(|mut c| {
+                write!(c, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+                let mut text = String::new();
+                c.read_to_string(&mut text)?;
+                Ok(text)
+            })
+            .unwrap_or_default();
+        let buckets: Vec<(String, f64, u64)> = body
+            .lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix("neardup_record_delay_seconds_bucket{until=\"")?;
+                let (until, rest) = rest.split_once("\",le=\"")?;
+                let (le, count) = rest.split_once("\"} ")?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().ok()?
+                };
+                Some((until.to_owned(), le, count.trim().parse().ok()?))
+            })
+            .collect();
+        if !buckets.is_empty() || Instant::now() > deadline {
+            return buckets;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// "median <= M ms, p99 <= P ms (N records)" of the records counted under `until` between two
+/// readings of [`record_delays`]: the upper bounds of the buckets the percentiles fall in.
+fn bucket_spread(
+    before: &[(String, f64, u64)],
+    after: &[(String, f64, u64)],
+    until: &str,
+) -> String {
+    let counted = |at: &[(String, f64, u64)], le: f64| -> u64 {
+        at.iter()
+            .find(|(u, l, _)| u == until && *l == le)
+            .map_or(0, |b| b.2)
+    };
+    let bounds: Vec<f64> = after
+        .iter()
+        .filter(|(u, ..)| u == until)
+        .map(|b| b.1)
+        .collect();
+    let cumulative: Vec<u64> = bounds
+        .iter()
+        .map(|&le| counted(after, le) - counted(before, le).min(counted(after, le)))
+        .collect();
+    let total = cumulative.last().copied().unwrap_or(0);
+    if total == 0 {
+        return "no records counted".into();
+    }
+    let at = |q: f64| -> String {
+        let want = (q * total as f64).ceil() as u64;
+        let i = cumulative
+            .iter()
+            .position(|&c| c >= want)
+            .unwrap_or(bounds.len() - 1);
+        match bounds[i] {
+            le if le.is_finite() => format!("{:.0} ms", le * 1e3),
+            _ => "over the largest bucket".into(),
+        }
+    };
+    format!(
+        "median <= {}, p99 <= {} ({total} records)",
+        at(0.5),
+        at(0.99)
+    )
+}
+
 /// Every record of `topic` as (broker timestamp, payload).
 fn read_all(brokers: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
     let c = from_beginning(config(brokers), topic, "reader");
@@ -384,7 +504,8 @@ fn spread(sorted: &[i64]) -> String {
 }
 
 const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
-     [--latency-records N] [--latency-rate R] [--latency-profile MS] [--bare-x KEY=VALUE]... \
+     [--latency-records N] [--latency-rate R] [--latency-profile MS] [--latency-warm N] \
+     [--latency-only] [--latency-from-first-output] [--bare-x KEY=VALUE]... \
      [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] [--scale-out] \
      [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]\n\
      EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
@@ -417,6 +538,13 @@ fn main() {
     let latency_n: usize = number(&args, "--latency-records").unwrap_or(usize::MAX);
     let latency_rate: Option<f64> = number(&args, "--latency-rate");
     let latency_profile: Option<i64> = number(&args, "--latency-profile");
+    let latency_warm: usize = number(&args, "--latency-warm").unwrap_or(0);
+    let latency_only = args.iter().any(|a| a == "--latency-only");
+    // `--latency-from-first-output`: the live run at half the first-output-to-last rate.
+    let from_first_output = args.iter().any(|a| a == "--latency-from-first-output");
+    if latency_only && latency_rate.is_none() {
+        usage_error("--latency-only needs --latency-rate (half the rate a full run measured)");
+    }
     // `--bare-x KEY=VALUE` (repeatable): a librdkafka property for the bare consumer.
     let bare_x: Vec<(String, String)> = args
         .windows(2)
@@ -477,24 +605,6 @@ fn main() {
     ];
     create_topics(&brokers, &names, &wide, live_partitions);
 
-    let t0 = Instant::now();
-    produce(&brokers, &topic, &lines, None);
-    let mb = lines.iter().map(|l| l.len()).sum::<usize>() as f64 / 1e6;
-    println!(
-        "loaded {} records ({mb:.0} MB) into {topic} in {:.1} s",
-        lines.len(),
-        t0.elapsed().as_secs_f64()
-    );
-
-    let (bare, _) = bare_read(&brokers, &topic, lines.len(), &bare_x);
-    println!(
-        "bare rdkafka consumer: {bare:.0} records/s ({:.1} MB/s)",
-        bare * mb / lines.len() as f64
-    );
-    if args.iter().any(|a| a == "--bare-only") {
-        return;
-    }
-
     // Arguments after `--` go to both runs of neardup (e.g. `-X compression.type=lz4`).
     let passed: Vec<&str> = args
         .iter()
@@ -523,83 +633,121 @@ fn main() {
             None => vec![],
         }
     };
-    let run_checkpoints = checkpoint_args("run");
-    let run_args: Vec<&str> = std::iter::once("--exit-at-end")
-        .chain(passed.iter().copied())
-        .chain(run_checkpoints.iter().map(String::as_str))
-        .collect();
-    let (secs, peak_kib, err, cpu) = neardup(&brokers, &topic, &prefix("run"), &run_args, None);
-    report_checkpoints("neardup run", &err);
-    let _ = std::fs::remove_dir_all(checkpoint_dir("run"));
-    let rate = lines.len() as f64 / secs;
-    let window = err
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("sketch window"))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    println!(
-        "neardup run (all stages, start to exit): {rate:.0} records/s = {:.1} % of the bare read; \
-         its CPU time (user + system) {cpu:.1} s",
-        100.0 * rate / bare
-    );
-    // The same run without its start (process, consumer group join: tansu assigns partitions
-    // half a session timeout after the first join) and its shutdown: the input records over
-    // the time from its first signature event to its last (broker timestamps).
-    if let Some(span) = first_to_last(&brokers, &format!("{}signatures", prefix("run"))) {
-        let steady = lines.len() as f64 / span;
-        println!(
-            "neardup run, first output to last ({span:.1} s of {secs:.1} s): {steady:.0} records/s = {:.1} % of the bare read",
-            100.0 * steady / bare
-        );
-    }
-    println!(
-        "peak resident memory {:.0} MiB; {:.0} pages in the window at the end: {:.1} KiB per windowed page (all state and buffers; at this size mostly fixed costs: what the state takes per page, checkpoint_bench counts)",
-        peak_kib as f64 / 1024.0,
-        window,
-        if window > 0.0 { peak_kib as f64 / window } else { 0.0 }
-    );
-
-    if args.iter().any(|a| a == "--split-stages") {
-        return split_stages(
-            &brokers,
-            &topic,
-            &prefix("split"),
-            &passed,
-            lines.len(),
-            cpu,
-        );
-    }
-    // The split stages started at once: as processes side by side, or in one process.
-    let together: Option<SplitRun> = if args.iter().any(|a| a == "--scale-out") {
-        Some(scale_out)
-    } else if args.iter().any(|a| a == "--split-side-by-side") {
-        Some(split_side_by_side)
+    // `--latency-only`: no load, bare read or throughput run; the live run alone, fed at
+    // `--latency-rate` (on a fresh broker, which holds nothing else yet).
+    let rate = if latency_only {
+        0.0
     } else {
-        None
-    };
-    if let Some(run) = together {
-        return run(
-            &brokers,
-            &topic,
-            &prefix("split"),
-            &passed,
+        let t0 = Instant::now();
+        produce(&brokers, &topic, &lines, None);
+        let mb = lines.iter().map(|l| l.len()).sum::<usize>() as f64 / 1e6;
+        println!(
+            "loaded {} records ({mb:.0} MB) into {topic} in {:.1} s",
             lines.len(),
-            (bare, cpu),
+            t0.elapsed().as_secs_f64()
         );
-    }
+
+        let (bare, _) = bare_read(&brokers, &topic, lines.len(), &bare_x);
+        println!(
+            "bare rdkafka consumer: {bare:.0} records/s ({:.1} MB/s)",
+            bare * mb / lines.len() as f64
+        );
+        if args.iter().any(|a| a == "--bare-only") {
+            return;
+        }
+        let run_checkpoints = checkpoint_args("run");
+        let run_args: Vec<&str> = std::iter::once("--exit-at-end")
+            .chain(passed.iter().copied())
+            .chain(run_checkpoints.iter().map(String::as_str))
+            .collect();
+        let (secs, peak_kib, err, cpu) = neardup(&brokers, &topic, &prefix("run"), &run_args, None);
+        report_checkpoints("neardup run", &err);
+        let _ = std::fs::remove_dir_all(checkpoint_dir("run"));
+        let rate = lines.len() as f64 / secs;
+        let window = err
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("sketch window"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        println!(
+            "neardup run (all stages, start to exit): {rate:.0} records/s = {:.1} % of the bare read; \
+             its CPU time (user + system) {cpu:.1} s",
+            100.0 * rate / bare
+        );
+        // The same run without its start (process, consumer group join: tansu assigns partitions
+        // half a session timeout after the first join) and its shutdown: the input records over
+        // the time from its first signature event to its last (broker timestamps).
+        let mut rate = rate;
+        if let Some(span) = first_to_last(&brokers, &format!("{}signatures", prefix("run"))) {
+            let steady = lines.len() as f64 / span;
+            if from_first_output {
+                rate = steady;
+            }
+            println!(
+                "neardup run, first output to last ({span:.1} s of {secs:.1} s): {steady:.0} records/s = {:.1} % of the bare read",
+                100.0 * steady / bare
+            );
+        }
+        println!(
+            "peak resident memory {:.0} MiB; {:.0} pages in the window at the end: {:.1} KiB per windowed page (all state and buffers; at this size mostly fixed costs: what the state takes per page, checkpoint_bench counts)",
+            peak_kib as f64 / 1024.0,
+            window,
+            if window > 0.0 { peak_kib as f64 / window } else { 0.0 }
+        );
+
+        if args.iter().any(|a| a == "--split-stages") {
+            return split_stages(
+                &brokers,
+                &topic,
+                &prefix("split"),
+                &passed,
+                lines.len(),
+                cpu,
+            );
+        }
+        // The split stages started at once: as processes side by side, or in one process.
+        let together: Option<SplitRun> = if args.iter().any(|a| a == "--scale-out") {
+            Some(scale_out)
+        } else if args.iter().any(|a| a == "--split-side-by-side") {
+            Some(split_side_by_side)
+        } else {
+            None
+        };
+        if let Some(run) = together {
+            return run(
+                &brokers,
+                &topic,
+                &prefix("split"),
+                &passed,
+                lines.len(),
+                (bare, cpu),
+            );
+        }
+        rate
+    };
 
     // Latency: a live run, fed at half the measured rate.
     let n = latency_n.min(lines.len());
+    // `--latency-warm W`: the first W of them untimed, before the paced ones.
+    let warm = latency_warm.min(n.saturating_sub(1));
+    let timed = &lines[warm..n];
     // `--latency-rate R` feeds the live run at R records/s instead.
     let half = latency_rate.unwrap_or(rate / 2.0);
     let echo = args.iter().any(|a| a == "--echo-baseline");
     if echo {
-        echo_baseline(&brokers, &echo_topic("before"), &lines[..n], half, "before");
+        echo_baseline(&brokers, &echo_topic("before"), timed, half, "before");
     }
     let brokers2 = brokers.clone();
     let live_prefix = prefix("live");
-    let live_args: Vec<String> = passed.iter().map(|a| a.to_string()).collect();
+    let mut live_args: Vec<String> = passed.iter().map(|a| a.to_string()).collect();
+    // The all-in-one live run serves its metrics, so that its own record delays (from each
+    // record's produce time to its reading, and to its outputs' acknowledgement) can be read
+    // before and after the timed records.
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
     let live_topic2 = live_topic.clone();
     // `--split-latency`: the live run through the four split stages, each a process of its
     // own (the pairs come from the index stage, one hop after the sign stage).
@@ -612,6 +760,9 @@ fn main() {
         }
         None => vec!["all"],
     };
+    if stages == ["all"] {
+        live_args.extend(["--http-listen".into(), format!("127.0.0.1:{metrics_port}")]);
+    }
     let runners: Vec<_> = stages
         .iter()
         .map(|&stage| {
@@ -631,19 +782,38 @@ fn main() {
                     &topic,
                     &prefix,
                     &args,
-                    Some(Duration::from_secs_f64(n as f64 / half + 20.0)),
+                    // A warm-up takes at most a millisecond a record on this machine.
+                    Some(Duration::from_secs_f64(
+                        (n - warm) as f64 / half + warm as f64 / 1000.0 + 20.0,
+                    )),
                 )
             })
         })
         .collect();
     std::thread::sleep(Duration::from_secs(12)); // group join and assignment
-    let produced = produce_to(
-        &brokers,
-        &live_topic,
-        &lines[..n],
-        Some(half),
-        live_partitions,
-    );
+    if warm > 0 {
+        let t = Instant::now();
+        produce_to(&brokers, &live_topic, &lines[..warm], None, live_partitions);
+        let signed = settled(&brokers, &format!("{}signatures", prefix("live")));
+        println!(
+            "warm-up: the first {warm} records produced at once and {signed} signature events \
+             published in {:.1} s; the next {} are timed",
+            t.elapsed().as_secs_f64(),
+            n - warm
+        );
+    }
+    let delays_before = (stages == ["all"]).then(|| record_delays(metrics_port));
+    let produced = produce_to(&brokers, &live_topic, timed, Some(half), live_partitions);
+    if let Some(before) = delays_before {
+        settled(&brokers, &format!("{}signatures", prefix("live")));
+        let after = record_delays(metrics_port);
+        for until in ["read", "acknowledged"] {
+            println!(
+                "  neardup's own histogram, page event produced -> {until}: {}",
+                bucket_spread(&before, &after, until)
+            );
+        }
+    }
     for (stage, runner) in stages.iter().zip(runners) {
         if let Ok((_, _, err, _)) = runner.join() {
             report_checkpoints(&format!("live run, {stage}"), &err);
@@ -654,6 +824,8 @@ fn main() {
     let mut indexed: Vec<i64> = vec![];
     if stages != ["all"] && live_partitions > 1 {
         println!("  (each hop's delay is matched record by record on one partition only)");
+    } else if stages != ["all"] && warm > 0 {
+        println!("  (each hop's delay is matched record by record without --latency-warm only)");
     } else if stages != ["all"] {
         // Each hop's delay, record by record: the stages keep the order of the one partition,
         // and every page event gives one record to each internal topic.
@@ -679,7 +851,7 @@ fn main() {
     }
     // (produce time, input position) of each page event.
     let mut sent: HashMap<(String, String), (i64, usize)> = HashMap::new();
-    for (i, (l, t)) in lines[..n].iter().zip(&produced).enumerate() {
+    for (i, (l, t)) in timed.iter().zip(&produced).enumerate() {
         if let Ok(v) = serde_json::from_slice::<serde_json::Value>(l) {
             if let (Some(u), Some(f)) = (v["url"].as_str(), v["fetched_at"].as_str()) {
                 sent.insert((u.to_owned(), f.to_owned()), (*t, i));
@@ -690,7 +862,7 @@ fn main() {
     let mut by_time: Vec<(i64, i64)> = vec![];
     // Split stages: the delay from the page's internal.indexed record to its pair event (both
     // appended by the index stage).
-    let matched = indexed.len() == n;
+    let matched = indexed.len() == n && warm == 0;
     let mut after_indexed: Vec<i64> = vec![];
     for (ts, p) in read_all(&brokers, &format!("{}pairs", prefix("live"))) {
         let v: serde_json::Value = serde_json::from_slice(&p).expect("pair event");
@@ -738,8 +910,9 @@ fn main() {
     let mut delays: Vec<i64> = by_time.iter().map(|&(_, d)| d).collect();
     delays.sort_unstable();
     println!(
-        "latency, page event produced -> pair event appended, at {half:.0} records/s over {n} records: \
+        "latency, page event produced -> pair event appended, at {half:.0} records/s over {} records: \
          {} pair events, {}",
+        timed.len(),
         delays.len(),
         spread(&delays)
     );
@@ -751,7 +924,7 @@ fn main() {
     if echo {
         // Again after neardup's run: tansu, which keeps every topic in memory, grows slower
         // as it holds more, so the two bracket the broker's share of the live run's delays.
-        echo_baseline(&brokers, &echo_topic("after"), &lines[..n], half, "after");
+        echo_baseline(&brokers, &echo_topic("after"), timed, half, "after");
     }
     if !after_indexed.is_empty() {
         after_indexed.sort_unstable();
