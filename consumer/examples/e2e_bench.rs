@@ -349,7 +349,8 @@ fn neardup(
 }
 
 /// Waits until `topic` has records and has taken no new one for two seconds; returns how many
-/// it holds (the sum of its partitions' high watermarks).
+/// it holds (the sum of its partitions' high watermarks). Gives up, saying so, when it has
+/// none after two minutes (the run writing it did not start, or failed).
 fn settled(brokers: &str, topic: &str) -> i64 {
     let c: BaseConsumer = config(brokers).create().expect("consumer");
     let parts = c
@@ -358,7 +359,7 @@ fn settled(brokers: &str, topic: &str) -> i64 {
         .topics()
         .first()
         .map_or(1, |t| t.partitions().len().max(1)) as i32;
-    let (mut last, mut since) = (-1, Instant::now());
+    let (mut last, mut since, start) = (-1, Instant::now(), Instant::now());
     loop {
         let held: i64 = (0..parts)
             .map(|p| {
@@ -372,6 +373,10 @@ fn settled(brokers: &str, topic: &str) -> i64 {
         } else if held > 0 && since.elapsed() >= Duration::from_secs(2) {
             return held;
         }
+        assert!(
+            held > 0 || start.elapsed() < Duration::from_secs(120),
+            "{topic} has no records after two minutes: did the neardup run writing it start?"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
