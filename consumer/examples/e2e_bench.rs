@@ -683,17 +683,14 @@ fn main() {
         // The same run without its start (process, consumer group join: tansu assigns partitions
         // half a session timeout after the first join) and its shutdown: the input records over
         // the time from its first signature event to its last (broker timestamps).
-        let mut rate = rate;
-        if let Some(span) = first_to_last(&brokers, &format!("{}signatures", prefix("run"))) {
+        let steady = first_to_last(&brokers, &format!("{}signatures", prefix("run"))).map(|span| {
             let steady = lines.len() as f64 / span;
-            if from_first_output {
-                rate = steady;
-            }
             println!(
                 "neardup run, first output to last ({span:.1} s of {secs:.1} s): {steady:.0} records/s = {:.1} % of the bare read",
                 100.0 * steady / bare
             );
-        }
+            steady
+        });
         println!(
             "peak resident memory {:.0} MiB; {:.0} pages in the window at the end: {:.1} KiB per windowed page (all state and buffers; at this size mostly fixed costs: what the state takes per page, checkpoint_bench counts)",
             peak_kib as f64 / 1024.0,
@@ -729,7 +726,8 @@ fn main() {
                 (bare, cpu),
             );
         }
-        rate
+        // `--latency-from-first-output`: the live run's rate is half the steady one.
+        steady.filter(|_| from_first_output).unwrap_or(rate)
     };
 
     // Latency: a live run, fed at half the measured rate.
@@ -867,7 +865,7 @@ fn main() {
     let mut by_time: Vec<(i64, i64)> = vec![];
     // Split stages: the delay from the page's internal.indexed record to its pair event (both
     // appended by the index stage).
-    let matched = indexed.len() == n && warm == 0;
+    let matched = indexed.len() == n;
     let mut after_indexed: Vec<i64> = vec![];
     for (ts, p) in read_all(&brokers, &format!("{}pairs", prefix("live"))) {
         let v: serde_json::Value = serde_json::from_slice(&p).expect("pair event");
