@@ -7,7 +7,7 @@
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
 //!     [--latency-warm N] [--latency-only] [--latency-from-first-output] \
-//!     [--bare-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S] \
+//!     [--bare-x KEY=VALUE]... [--produce-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S] \
 //!     [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
@@ -60,6 +60,9 @@
 //! for each: a deployment's checkpoints, whose pauses step 4's latency then includes.
 //!
 //! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumer (repeatable);
+//! `--produce-x KEY=VALUE` one of the producer of the page events, in every step (e.g.
+//! `compression.type=lz4`: a crawler's producer may compress its pages, which the broker then
+//! stores and serves in a fraction of the bytes);
 //! `--bare-only` stops after the bare read.
 //!
 //! `--split-stages` replaces step 4: the split stages (`--stage sign`, `index`, `cluster` and,
@@ -172,26 +175,34 @@ fn create_topics(brokers: &str, names: &[String], wide: &[String], partitions: i
     }
 }
 
+/// The page events' producer: where, and its `--produce-x` properties.
+struct Pages<'a> {
+    brokers: &'a str,
+    props: &'a [(String, String)],
+}
+
 /// Produces `lines` to `topic`; with `rate`, paced to that many records per second. Returns the
 /// produce time (ms) of each record.
-fn produce(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: Option<f64>) -> Vec<i64> {
-    produce_to(brokers, topic, lines, rate, 1)
+fn produce(to: &Pages, topic: &str, lines: &[Vec<u8>], rate: Option<f64>) -> Vec<i64> {
+    produce_to(to, topic, lines, rate, 1)
 }
 
 /// [`produce`] to `partitions` partitions, record `i` to partition `i % partitions`.
 fn produce_to(
-    brokers: &str,
+    to: &Pages,
     topic: &str,
     lines: &[Vec<u8>],
     rate: Option<f64>,
     partitions: i32,
 ) -> Vec<i64> {
-    let producer: BaseProducer = config(brokers)
-        .set("linger.ms", "5")
+    let mut cfg = config(to.brokers);
+    cfg.set("linger.ms", "5")
         .set("queue.buffering.max.kbytes", "1048576")
-        .set("message.max.bytes", "20000000")
-        .create()
-        .expect("producer");
+        .set("message.max.bytes", "20000000");
+    for (k, v) in to.props {
+        cfg.set(k, v);
+    }
+    let producer: BaseProducer = cfg.create().expect("producer");
     if rate.is_some() {
         // A paced run times each record from its send: first connect to the broker and learn
         // the topic's leader, with a record to another topic, so that the first timed records
@@ -511,7 +522,7 @@ fn spread(sorted: &[i64]) -> String {
 const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl [--limit N] \
      [--latency-records N] [--latency-rate R] [--latency-profile MS] [--latency-warm N] \
      [--latency-only] [--latency-from-first-output] [--bare-x KEY=VALUE]... \
-     [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] [--scale-out] \
+     [--produce-x KEY=VALUE]...      [--bare-only] [--split-latency] [--split-stages] [--split-side-by-side] [--scale-out] \
      [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]\n\
      EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
      (see the comment at the top of consumer/examples/e2e_bench.rs)";
@@ -550,15 +561,24 @@ fn main() {
     if latency_only && latency_rate.is_none() {
         usage_error("--latency-only needs --latency-rate (half the rate a full run measured)");
     }
-    // `--bare-x KEY=VALUE` (repeatable): a librdkafka property for the bare consumer.
-    let bare_x: Vec<(String, String)> = args
-        .windows(2)
-        .filter(|w| w[0] == "--bare-x")
-        .map(|w| match w[1].split_once('=') {
-            Some((k, v)) => (k.to_owned(), v.to_owned()),
-            None => usage_error(&format!("--bare-x takes KEY=VALUE, not {:?}", w[1])),
-        })
-        .collect();
+    // `--bare-x KEY=VALUE` (repeatable): a librdkafka property for the bare consumer;
+    // `--produce-x KEY=VALUE`, for the producer of the page events (e.g.
+    // `compression.type=lz4`, as a crawler's producer may compress them).
+    let properties = |name: &str| -> Vec<(String, String)> {
+        args.windows(2)
+            .filter(|w| w[0] == name)
+            .map(|w| match w[1].split_once('=') {
+                Some((k, v)) => (k.to_owned(), v.to_owned()),
+                None => usage_error(&format!("{name} takes KEY=VALUE, not {:?}", w[1])),
+            })
+            .collect()
+    };
+    let bare_x = properties("--bare-x");
+    let produce_x = properties("--produce-x");
+    let pages = Pages {
+        brokers: &brokers,
+        props: &produce_x,
+    };
     let file = std::fs::File::open(&events)
         .unwrap_or_else(|e| usage_error(&format!("cannot open --events {events}: {e}")));
     let lines: Vec<Vec<u8>> = std::io::BufReader::new(file)
@@ -644,7 +664,7 @@ fn main() {
         0.0
     } else {
         let t0 = Instant::now();
-        produce(&brokers, &topic, &lines, None);
+        produce(&pages, &topic, &lines, None);
         let mb = lines.iter().map(|l| l.len()).sum::<usize>() as f64 / 1e6;
         println!(
             "loaded {} records ({mb:.0} MB) into {topic} in {:.1} s",
@@ -739,7 +759,7 @@ fn main() {
     let half = latency_rate.unwrap_or(rate / 2.0);
     let echo = args.iter().any(|a| a == "--echo-baseline");
     if echo {
-        echo_baseline(&brokers, &echo_topic("before"), timed, half, "before");
+        echo_baseline(&pages, &echo_topic("before"), timed, half, "before");
     }
     let brokers2 = brokers.clone();
     let live_prefix = prefix("live");
@@ -796,7 +816,7 @@ fn main() {
     std::thread::sleep(Duration::from_secs(12)); // group join and assignment
     if warm > 0 {
         let t = Instant::now();
-        produce_to(&brokers, &live_topic, &lines[..warm], None, live_partitions);
+        produce_to(&pages, &live_topic, &lines[..warm], None, live_partitions);
         let signed = settled(&brokers, &format!("{}signatures", prefix("live")));
         println!(
             "warm-up: the first {warm} records produced at once and {signed} signature events \
@@ -806,7 +826,7 @@ fn main() {
         );
     }
     let delays_before = (stages == ["all"]).then(|| record_delays(metrics_port));
-    let produced = produce_to(&brokers, &live_topic, timed, Some(half), live_partitions);
+    let produced = produce_to(&pages, &live_topic, timed, Some(half), live_partitions);
     if let Some(before) = delays_before {
         settled(&brokers, &format!("{}signatures", prefix("live")));
         let after = record_delays(metrics_port);
@@ -927,7 +947,7 @@ fn main() {
     if echo {
         // Again after neardup's run: tansu, which keeps every topic in memory, grows slower
         // as it holds more, so the two bracket the broker's share of the live run's delays.
-        echo_baseline(&brokers, &echo_topic("after"), timed, half, "after");
+        echo_baseline(&pages, &echo_topic("after"), timed, half, "after");
     }
     if !after_indexed.is_empty() {
         after_indexed.sort_unstable();
@@ -948,7 +968,8 @@ fn main() {
 /// `lines` at `rate` records/s, alone on the machine, `when` (before or after) neardup's live
 /// run: each record's delay is the append time of the record passed on minus the produce time
 /// of the page event. It is the floor under neardup's latency on this broker at this hour.
-fn echo_baseline(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: f64, when: &str) {
+fn echo_baseline(pages: &Pages, topic: &str, lines: &[Vec<u8>], rate: f64, when: &str) {
+    let brokers = pages.brokers;
     let out = format!("{topic}.out");
     let n = lines.len();
     let (brokers2, topic2, out2) = (brokers.to_owned(), topic.to_owned(), out.clone());
@@ -981,7 +1002,7 @@ fn echo_baseline(brokers: &str, topic: &str, lines: &[Vec<u8>], rate: f64, when:
         passed
     });
     std::thread::sleep(Duration::from_secs(3)); // the consumer's connection and first fetch
-    let produced = produce(brokers, topic, lines, Some(rate));
+    let produced = produce(pages, topic, lines, Some(rate));
     let passed = echo.join().expect("echo thread");
     let echoed = stamps(brokers, &out);
     if passed != n || echoed.len() != n {
