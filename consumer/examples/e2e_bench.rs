@@ -7,8 +7,9 @@
 //! target/release/examples/e2e_bench --brokers 127.0.0.1:19092 --events crawl/events.jsonl \
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
 //!     [--latency-warm N] [--latency-only] [--latency-from-first-output] \
-//!     [--bare-x KEY=VALUE]... [--produce-x KEY=VALUE]... [--bare-only] [--split-latency] [--live-stages S,S] \
-//!     [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]
+//!     [--bare-x KEY=VALUE]... [--produce-x KEY=VALUE]... [--bare-only] [--split-latency] \
+//!     [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] \
+//!     [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
