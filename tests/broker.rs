@@ -3282,6 +3282,56 @@ async fn replay_of_a_kafka_range_merges_partitions_in_time_order() {
     );
 }
 
+/// A topic its producer wrote in batches is replayed to its last record: tansu 0.6.0 lists a
+/// partition's end as the start of its last batch, plus one (a crawler's producer batches), so
+/// the range's end is found by fetching. The replay reads the topic of the sample crawl sent in
+/// one go, and every record gives a signature event or a dead letter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_of_a_topic_written_in_batches_reads_its_last_batch_whole() {
+    let s = Setup::new("batched").await;
+    let sample = sample_crawl(&SampleOptions::default());
+    let producer: FutureProducer = s.config().set("linger.ms", "200").create().unwrap();
+    let sent: Vec<_> = sample
+        .records
+        .iter()
+        .map(|r| {
+            producer.send(
+                FutureRecord::<(), _>::to(&s.input).payload(r),
+                Duration::from_secs(30),
+            )
+        })
+        .collect();
+    for d in futures::future::join_all(sent).await {
+        d.map_err(|(e, _)| e).unwrap();
+    }
+    let n = sample.records.len();
+    let c: BaseConsumer = s.config().create().unwrap();
+    let (_, listed) = c
+        .fetch_watermarks(&s.input, 0, Duration::from_secs(10))
+        .unwrap();
+    let dir = Scratch::new("batched");
+    let out = dir.join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "replay",
+            "--brokers",
+            &s.brokers,
+            "--topic",
+            &s.input,
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = replay_dir(&out);
+    let outputs = got[&OutputKind::Signatures].len() + got[&OutputKind::DeadLetter].len();
+    assert_eq!(
+        outputs, n,
+        "{n} records (the broker lists the partition's end as {listed}): {outputs} read"
+    );
+}
+
 /// A tansu of this test's own on a free port (so it can be killed), with its process.
 fn private_broker() -> (String, KillOnDrop) {
     private_broker_advertising(None)

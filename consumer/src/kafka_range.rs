@@ -3,7 +3,11 @@
 //! Bounds are offsets (an integer, applied to every partition) or times (RFC 3339: records with
 //! a timestamp at or after `--from` and before `--to`). `--from` is inclusive (default: the
 //! earliest retained offset), `--to` exclusive (default: the end of each partition when the
-//! replay starts), so a replay always ends. A time is looked up with the broker's
+//! replay starts), so a replay always ends. That end is found by fetching from the end the
+//! broker lists, not taken from the list alone: tansu 0.6.0 lists a partition's end as the
+//! start of its last batch, plus one (192 records sent in one batch were listed as 1), while its
+//! fetches serve every record. Records appended while the replay looks for the end (at most
+//! [`END_SEARCH`]) count as there when it started. A time is looked up with the broker's
 //! offsets-for-times to skip what comes before it, and then checked on every record, so time
 //! bounds are exact even where that lookup is coarse (tansu 0.6.0 answers it with the earliest
 //! offset); a partition's range ends at its first record at or after `--to`.
@@ -22,8 +26,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One end of a range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +72,17 @@ pub struct KafkaRange {
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long the replay reads past the listed ends of the partitions, looking for their true
+/// ends, at most (a partition written without a pause may never be found at its end).
+const END_SEARCH: Duration = Duration::from_secs(5);
+
 impl KafkaRange {
     fn consumer(&self) -> Result<BaseConsumer<Logged>> {
+        self.consumer_with(&[])
+    }
+
+    /// A consumer of the range, with the librdkafka properties `extra` (under `-X`).
+    fn consumer_with(&self, extra: &[(&str, &str)]) -> Result<BaseConsumer<Logged>> {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &self.brokers)
             .set("group.id", "neardup-replay")
@@ -78,6 +92,9 @@ impl KafkaRange {
                 crate::kafka::FETCH_QUEUE_BACKOFF.0,
                 crate::kafka::FETCH_QUEUE_BACKOFF.1,
             );
+        for (k, v) in extra {
+            c.set(*k, *v);
+        }
         for (k, v) in &self.kafka {
             c.set(k, v);
         }
@@ -101,11 +118,17 @@ impl KafkaRange {
                 self.brokers
             );
         }
-        let mut out = vec![];
+        let mut listed = vec![];
         for p in partitions {
             let (low, high) = c
                 .fetch_watermarks(&self.topic, p, TIMEOUT)
                 .with_context(|| format!("cannot read the offsets of {}/{p}", self.topic))?;
+            listed.push((p, low, high));
+        }
+        let ends = self.fetched_ends(&listed)?;
+        let mut out = vec![];
+        for (p, low, listed_high) in listed {
+            let high = ends.get(&p).copied().unwrap_or(listed_high);
             let resolve = |b: Option<Bound>, default: i64| -> Result<i64> {
                 Ok(match b {
                     None => default,
@@ -123,6 +146,45 @@ impl KafkaRange {
             out.push((p, start, end));
         }
         Ok(out)
+    }
+
+    /// Each partition's end as its fetches find it, read from the end `listed` for it (partition,
+    /// low, high): the offset after the last record served, or the listed end when there is
+    /// none past it. Stops when every partition is at its end, or after [`END_SEARCH`].
+    fn fetched_ends(&self, listed: &[(i32, i64, i64)]) -> Result<HashMap<i32, i64>> {
+        let mut ends: HashMap<i32, i64> = listed.iter().map(|&(p, _, high)| (p, high)).collect();
+        if listed.is_empty() {
+            return Ok(ends);
+        }
+        // A broker holds a fetch at a partition's end up to this long: not the default 500 ms.
+        let c = self.consumer_with(&[("fetch.wait.max.ms", "10")])?;
+        let mut tpl = TopicPartitionList::new();
+        for &(p, _, high) in listed {
+            tpl.add_partition_offset(&self.topic, p, Offset::Offset(high))?;
+        }
+        c.assign(&tpl)?;
+        let mut open: HashSet<i32> = listed.iter().map(|&(p, ..)| p).collect();
+        let deadline = Instant::now() + END_SEARCH;
+        while !open.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match c.poll(left) {
+                None => break,
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    open.remove(&p);
+                }
+                Some(Err(e)) => {
+                    return Err(anyhow!("looking for the end of {}: {e}", self.topic));
+                }
+                Some(Ok(m)) => {
+                    let end = ends.entry(m.partition()).or_insert(0);
+                    *end = (*end).max(m.offset() + 1);
+                }
+            }
+        }
+        Ok(ends)
     }
 
     fn offset_for_time(&self, c: &BaseConsumer<Logged>, p: i32, t: i64, high: i64) -> Result<i64> {
