@@ -3170,6 +3170,24 @@ async fn a_flood_of_dead_letters_stops_the_run_uncommitted() {
     assert!(s.count(OutputKind::DeadLetter) < (sample.bad_records.len() + 21) as i64);
 }
 
+/// `neardup replay --topic TOPIC` with the flags `extra` into `out`, which must succeed: its
+/// outputs, per kind.
+fn replay_topic(
+    brokers: &str,
+    topic: &str,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> BTreeMap<OutputKind, Vec<Vec<u8>>> {
+    let o = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["replay", "--brokers", brokers, "--topic", topic, "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    replay_dir(out)
+}
+
 /// The values of every output file of a replay directory, per kind.
 fn replay_dir(dir: &std::path::Path) -> BTreeMap<OutputKind, Vec<Vec<u8>>> {
     OutputKind::ALL
@@ -3211,24 +3229,8 @@ async fn replay_of_a_kafka_range_merges_partitions_in_time_order() {
         send_to(&producer, &topic, (i % 2) as i32, r, Some(at)).await;
     }
     let dir = Scratch::new("range");
-    let replay = |name: &str, extra: &[&str]| {
-        let out = dir.join(name);
-        let o = Command::new(env!("CARGO_BIN_EXE_neardup"))
-            .args([
-                "replay",
-                "--brokers",
-                &s.brokers,
-                "--topic",
-                &topic,
-                "--out",
-            ])
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        replay_dir(&out)
-    };
+    let replay =
+        |name: &str, extra: &[&str]| replay_topic(&s.brokers, &topic, &dir.join(name), extra);
     // The oracle: the records in time order, with their partitions and offsets as sources
     // (event ids derive from them).
     let expect = |range: std::ops::Range<usize>| {
@@ -3310,21 +3312,7 @@ async fn replay_of_a_topic_written_in_batches_reads_its_last_batch_whole() {
         .fetch_watermarks(&s.input, 0, Duration::from_secs(10))
         .unwrap();
     let dir = Scratch::new("batched");
-    let out = dir.join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args([
-            "replay",
-            "--brokers",
-            &s.brokers,
-            "--topic",
-            &s.input,
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let got = replay_dir(&out);
+    let got = replay_topic(&s.brokers, &s.input, &dir.join("out"), &[]);
     let outputs = got[&OutputKind::Signatures].len() + got[&OutputKind::DeadLetter].len();
     assert_eq!(
         outputs, n,
