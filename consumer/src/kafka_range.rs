@@ -102,7 +102,7 @@ impl KafkaRange {
             .context("cannot create a Kafka consumer (check --brokers and -X properties)")
     }
 
-    /// Each partition's `[start, end)`.
+    /// Each partition's `[start, end)`. Assigns `c` the partitions, to find their ends.
     fn offsets(&self, c: &BaseConsumer<Logged>) -> Result<Vec<(i32, i64, i64)>> {
         let partitions =
             crate::kafka::partition_ids(c, &self.topic, TIMEOUT).with_context(|| {
@@ -125,10 +125,10 @@ impl KafkaRange {
                 .with_context(|| format!("cannot read the offsets of {}/{p}", self.topic))?;
             listed.push((p, low, high));
         }
-        let ends = self.fetched_ends(&listed)?;
+        let ends = self.fetched_ends(c, &listed)?;
         let mut out = vec![];
-        for (p, low, listed_high) in listed {
-            let high = ends.get(&p).copied().unwrap_or(listed_high);
+        for (p, low, _) in listed {
+            let high = ends[&p];
             let resolve = |b: Option<Bound>, default: i64| -> Result<i64> {
                 Ok(match b {
                     None => default,
@@ -150,14 +150,14 @@ impl KafkaRange {
 
     /// Each partition's end as its fetches find it, read from the end `listed` for it (partition,
     /// low, high): the offset after the last record served, or the listed end when there is
-    /// none past it. Stops when every partition is at its end, or after [`END_SEARCH`].
-    fn fetched_ends(&self, listed: &[(i32, i64, i64)]) -> Result<HashMap<i32, i64>> {
+    /// none past it. Stops when every partition is at its end, or after [`END_SEARCH`]. `c` is
+    /// assigned those partitions.
+    fn fetched_ends(
+        &self,
+        c: &BaseConsumer<Logged>,
+        listed: &[(i32, i64, i64)],
+    ) -> Result<HashMap<i32, i64>> {
         let mut ends: HashMap<i32, i64> = listed.iter().map(|&(p, _, high)| (p, high)).collect();
-        if listed.is_empty() {
-            return Ok(ends);
-        }
-        // A broker holds a fetch at a partition's end up to this long: not the default 500 ms.
-        let c = self.consumer_with(&[("fetch.wait.max.ms", "10")])?;
         let mut tpl = TopicPartitionList::new();
         for &(p, _, high) in listed {
             tpl.add_partition_offset(&self.topic, p, Offset::Offset(high))?;
@@ -257,7 +257,9 @@ pub fn replay_kafka(
     sign_cache: usize,
 ) -> Result<ReplayReport> {
     // The range first: a topic that cannot be read leaves no output directory behind.
-    let probe = range.consumer()?;
+    // The probe looks for each partition's end by fetching, where a broker holds a fetch at
+    // the end up to `fetch.wait.max.ms`: 10 ms, not librdkafka's 500.
+    let probe = range.consumer_with(&[("fetch.wait.max.ms", "10")])?;
     let offsets = range.offsets(&probe)?;
     drop(probe);
     let mut r = Replayer::new(out_dir, cfg, sign_cache)?;
