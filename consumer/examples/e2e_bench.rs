@@ -453,6 +453,11 @@ fn bucket_spread(
         .iter()
         .map(|&le| counted(after, le) - counted(before, le).min(counted(after, le)))
         .collect();
+    if bounds.is_empty() {
+        // `record_delays` gave up: the process no longer served /metrics (a run that fell far
+        // behind can reach its time limit before the bench asks).
+        return "not read: neardup's /metrics did not answer within 30 s".into();
+    }
     let total = cumulative.last().copied().unwrap_or(0);
     if total == 0 {
         return "no records counted".into();
