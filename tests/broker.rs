@@ -3292,20 +3292,8 @@ async fn replay_of_a_kafka_range_merges_partitions_in_time_order() {
 async fn replay_of_a_topic_written_in_batches_reads_its_last_batch_whole() {
     let s = Setup::new("batched").await;
     let sample = sample_crawl(&SampleOptions::default());
-    let producer: FutureProducer = s.config().set("linger.ms", "200").create().unwrap();
-    let sent: Vec<_> = sample
-        .records
-        .iter()
-        .map(|r| {
-            producer.send(
-                FutureRecord::<(), _>::to(&s.input).payload(r),
-                Duration::from_secs(30),
-            )
-        })
-        .collect();
-    for d in futures::future::join_all(sent).await {
-        d.map_err(|(e, _)| e).unwrap();
-    }
+    // Every record is queued before any is awaited, so with 200 ms to wait they go as one batch.
+    s.produce_with(&sample, &[("linger.ms", "200")]).await;
     let n = sample.records.len();
     let c: BaseConsumer = s.config().create().unwrap();
     let (_, listed) = c
