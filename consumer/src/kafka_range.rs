@@ -179,8 +179,10 @@ impl KafkaRange {
                     return Err(anyhow!("looking for the end of {}: {e}", self.topic));
                 }
                 Some(Ok(m)) => {
-                    let end = ends.entry(m.partition()).or_insert(0);
-                    *end = (*end).max(m.offset() + 1);
+                    // Only the partitions of `listed` are assigned, each with its listed end.
+                    if let Some(end) = ends.get_mut(&m.partition()) {
+                        *end = (*end).max(m.offset() + 1);
+                    }
                 }
             }
         }
