@@ -444,6 +444,11 @@ fn bucket_spread(
             .find(|(u, l, _)| u == until && *l == le)
             .map_or(0, |b| b.2)
     };
+    if after.is_empty() {
+        // `record_delays` gave up: the process no longer served /metrics (a run that fell far
+        // behind can reach its time limit before the bench asks).
+        return "not read: neardup's /metrics did not answer within 30 s".into();
+    }
     let bounds: Vec<f64> = after
         .iter()
         .filter(|(u, ..)| u == until)
@@ -453,11 +458,6 @@ fn bucket_spread(
         .iter()
         .map(|&le| counted(after, le) - counted(before, le).min(counted(after, le)))
         .collect();
-    if bounds.is_empty() {
-        // `record_delays` gave up: the process no longer served /metrics (a run that fell far
-        // behind can reach its time limit before the bench asks).
-        return "not read: neardup's /metrics did not answer within 30 s".into();
-    }
     let total = cumulative.last().copied().unwrap_or(0);
     if total == 0 {
         return "no records counted".into();
