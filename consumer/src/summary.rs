@@ -22,7 +22,7 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
     let _ = writeln!(s, "  pages           {:>10}   (with content)", stats.pages);
     let _ = writeln!(
         s,
-        "  no content      {:>10}   (404/410/0, redirects and other 4xx, or an empty body)",
+        "  no content      {:>10}   (404/410/0, redirects and other 4xx, an instant meta refresh, or an empty body)",
         stats.no_content
     );
     if stats.inconclusive > 0 {

@@ -1925,14 +1925,16 @@ impl Preparer {
         let mut page = envelope.into_page(&self.decode)?;
         // Only signing reads the body: it is freed here, on the preparing thread, rather than
         // carried to the one thread that applies pages in order.
+        // An instant redirect (see `Extraction::redirects`) has no content, as a 3xx fetch has
+        // none; it is not cached, so each fetch of it is read again (such stubs are small).
         let signed = match page.body.take() {
-            Some(body) if content => {
-                let parts = Arc::new(self.sign_uncached(&page, &body));
+            Some(body) if content => self.sign_uncached(&page, &body).map(|parts| {
+                let parts = Arc::new(parts);
                 if let (Some(cache), Some(key)) = (&self.cache, key) {
                     cache.put(&sign_cache::Fetch::new(&page, key), Arc::clone(&parts));
                 }
-                Some(Signed::new(parts, self.emit_minvalues))
-            }
+                Signed::new(parts, self.emit_minvalues)
+            }),
             _ => None,
         };
         Ok(PreparedPage {
@@ -1942,7 +1944,8 @@ impl Preparer {
         })
     }
 
-    fn sign_uncached(&mut self, page: &PageEvent, body: &Body) -> SignedParts {
+    /// The page's signatures; `None` when it is an instant redirect.
+    fn sign_uncached(&mut self, page: &PageEvent, body: &Body) -> Option<SignedParts> {
         let checksum = xxhash_rust::xxh3::xxh3_128(body.raw());
         let page_url = url::Url::parse(&page.url).ok();
         let content_type = page.content_type.as_deref();
@@ -1961,6 +1964,9 @@ impl Preparer {
             true => self.signer.sign_plain(&html),
             false => self.signer.sign(&html, page_url.as_ref()),
         };
+        if sig.extraction.redirects() {
+            return None;
+        }
         // Sized exactly: the cache keeps them.
         let mut links = String::with_capacity(sig.extraction.links().map(str::len).sum());
         let mut link_ends = Vec::with_capacity(sig.extraction.links().count());
@@ -1968,7 +1974,7 @@ impl Preparer {
             links.push_str(l);
             link_ends.push(links.len());
         }
-        SignedParts {
+        Some(SignedParts {
             checksum,
             text_hash: sig.text_hash,
             title: sig.title,
@@ -1985,7 +1991,7 @@ impl Preparer {
             rp: sig.rp.clone(),
             links,
             link_ends,
-        }
+        })
     }
 }
 

@@ -30,6 +30,8 @@ pub struct Extraction {
     attribute: String,
     /// Where the page's title lies in `text`: see [`Extraction::title`].
     title: Option<std::ops::Range<usize>>,
+    /// See [`Extraction::redirects`].
+    refresh: bool,
 }
 
 impl Extraction {
@@ -48,6 +50,17 @@ impl Extraction {
         self.links.clear();
         self.link_ends.clear();
         self.title = None;
+        self.refresh = false;
+    }
+
+    /// Whether the page is an instant redirect: a `<meta http-equiv="refresh">` with a delay
+    /// of 0 and a URL other than the page's own. A browser shows its target at once and a
+    /// search engine reads it as a permanent redirect, so it is a redirect as a 3xx fetch is,
+    /// not content (the stubs that documentation generators leave at an item's old paths hold
+    /// a few words and the target's path: pairing two such stubs would say that two different
+    /// targets are one document).
+    pub fn redirects(&self) -> bool {
+        self.refresh
     }
 
     /// The text of the page's title: the first `<title>` element before `<body>` (an SVG
@@ -173,6 +186,10 @@ fn on_tag(
     base: &mut Option<url::Url>,
     out: &mut Extraction,
 ) {
+    if name.len() == 4 && name.eq_ignore_ascii_case("meta") {
+        out.refresh |= is_instant_redirect(attrs, base.as_ref().unwrap_or(page), page, out);
+        return;
+    }
     let wanted = match name.len() {
         1 if name.eq_ignore_ascii_case("a") => "href",
         3 if name.eq_ignore_ascii_case("img") => "src",
@@ -210,6 +227,71 @@ fn on_tag(
     }
     out.resolved = resolved;
     out.attribute = decoded;
+}
+
+/// Whether a `<meta>` tag's attributes make an instant refresh to another URL: `http-equiv`
+/// is `refresh` and `content` a delay of 0 (its whole seconds, as browsers read it) with a URL
+/// that resolves against `from` to an http(s) URL other than `page` (fragments aside). A
+/// refresh without a URL reloads the page itself; a later one shows the page first.
+fn is_instant_redirect(
+    attrs: &str,
+    from: &url::Url,
+    page: &url::Url,
+    out: &mut Extraction,
+) -> bool {
+    let refresh =
+        attribute(attrs, "http-equiv").is_some_and(|v| v.trim().eq_ignore_ascii_case("refresh"));
+    let Some(content) = attribute(attrs, "content").filter(|_| refresh) else {
+        return false;
+    };
+    let mut decoded = std::mem::take(&mut out.attribute);
+    decoded.clear();
+    push_decoded(content, &mut decoded);
+    let target = refresh_target(&decoded).map(str::to_owned);
+    out.attribute = decoded;
+    let Some(target) = target else {
+        return false;
+    };
+    let mut resolved = std::mem::take(&mut out.resolved);
+    let other = crate::resolve::resolve(from, &target, &mut resolved)
+        && resolved != page.as_str().split('#').next().unwrap_or("");
+    out.resolved = resolved;
+    other
+}
+
+/// The URL of a refresh's `content` when its delay is 0, as the HTML standard's declarative
+/// refresh reads it: whole seconds (a fraction ignored), then `;` or `,` or white space, an
+/// optional `url=` (any case), and the URL, optionally quoted. `None` for another delay, a
+/// malformed value or no URL.
+fn refresh_target(content: &str) -> Option<&str> {
+    let ws = |c: char| c.is_ascii_whitespace();
+    let s = content.trim_start_matches(ws);
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = s[digits..].trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if (digits == 0 && rest.len() == s.len()) || s[..digits].bytes().any(|d| d != b'0') {
+        return None;
+    }
+    match rest.bytes().next() {
+        Some(b';' | b',') => {}
+        Some(c) if c.is_ascii_whitespace() => {}
+        _ => return None,
+    }
+    let rest = rest.trim_start_matches(ws);
+    let rest = rest.strip_prefix([';', ',']).unwrap_or(rest);
+    let mut url = rest.trim_start_matches(ws);
+    if url.get(..3).is_some_and(|u| u.eq_ignore_ascii_case("url")) {
+        let after = url[3..].trim_start_matches(ws);
+        url = match after.strip_prefix('=') {
+            Some(value) => value.trim_start_matches(ws),
+            None => after,
+        };
+    }
+    if let Some(q @ ('"' | '\'')) = url.chars().next() {
+        url = &url[1..];
+        url = &url[..url.find(q).unwrap_or(url.len())];
+    }
+    let url = url.trim();
+    (!url.is_empty()).then_some(url)
 }
 
 /// The value of attribute `want` (ASCII case-insensitive) in a start tag's attribute text.
@@ -791,6 +873,81 @@ mod tests {
                 "http://d.example/"
             ]
         );
+    }
+
+    #[test]
+    fn refresh_targets_are_read_as_browsers_read_them() {
+        for (content, want) in [
+            ("0;URL=../x.html", Some("../x.html")),
+            ("0; url='x.html'", Some("x.html")),
+            (" 0 , URL = \"x.html\" trailing", Some("x.html")),
+            ("0.5;url=x.html", Some("x.html")),
+            (".5;url=x.html", Some("x.html")),
+            ("00 x.html", Some("x.html")),
+            ("0;x.html", Some("x.html")),
+            ("0;urlx.html", Some("x.html")),
+            ("0", None),
+            ("0;", None),
+            ("0;url=", None),
+            ("1;url=x.html", None),
+            ("10; url=x.html", None),
+            ("0x;url=x.html", None),
+            ("url=x.html", None),
+            ("", None),
+        ] {
+            assert_eq!(refresh_target(content), want, "{content:?}");
+        }
+    }
+
+    #[test]
+    fn an_instant_refresh_to_another_url_is_a_redirect() {
+        let page = "http://a.example/docs/old.html";
+        let redirects = |html: &str| ex(html, page).redirects();
+        assert!(redirects(
+            r#"<head><meta http-equiv="refresh" content="0;URL=../new/x.html"><title>Redirection</title></head>"#
+        ));
+        assert!(redirects(
+            r#"<META HTTP-EQUIV=Refresh CONTENT="0; url=https://b.example/">"#
+        ));
+        assert!(redirects(
+            r#"<base href="http://c.example/"><meta content="0;url=x" http-equiv="refresh">"#
+        ));
+        assert!(redirects(
+            r#"<meta http-equiv="refresh" content="0;url=old.html?v=2">"#
+        ));
+        // Not redirects: a later refresh (the page shows first), a reload, the page itself,
+        // another meta, a URL that is not http(s).
+        for html in [
+            r#"<meta http-equiv="refresh" content="5;url=../new/x.html"><p>Moved: see the new page.</p>"#,
+            r#"<meta http-equiv="refresh" content="0">"#,
+            r#"<meta http-equiv="refresh" content="300">"#,
+            r#"<meta http-equiv="refresh" content="0;url=old.html#top">"#,
+            r#"<meta name="refresh" content="0;url=x.html">"#,
+            r#"<meta http-equiv="content-type" content="0;url=x.html">"#,
+            r#"<meta http-equiv="refresh" content="0;url=javascript:go()">"#,
+            "<p>0;url=x.html</p>",
+        ] {
+            assert!(!redirects(html), "{html}");
+        }
+        // Without the page's URL nothing resolves, so nothing is a redirect.
+        let mut e = Extraction::default();
+        extract(
+            r#"<meta http-equiv="refresh" content="0;url=x">"#,
+            None,
+            &mut e,
+        );
+        assert!(!e.redirects());
+        // The next page starts clean.
+        let mut e = Extraction::default();
+        let url = url::Url::parse(page).unwrap();
+        extract(
+            r#"<meta http-equiv="refresh" content="0;url=x">"#,
+            Some(&url),
+            &mut e,
+        );
+        assert!(e.redirects());
+        extract("<p>text</p>", Some(&url), &mut e);
+        assert!(!e.redirects());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! terms, identical copies still pair as `exact`, and two binaries that differ a little never
 //! pair as near duplicates of text they do not have. Text in the same stream is unaffected. An
 //! empty body is no content, as an absent one is: empty pages are not each other's duplicates.
+//! Nor is an instant `<meta http-equiv="refresh">` redirect: it is a redirect, as a 3xx is.
 
 mod common;
 
@@ -229,6 +230,59 @@ fn an_empty_body_is_no_content() {
             ("http://e.example/empty", false),
         ]
     );
+}
+
+#[test]
+fn an_instant_meta_refresh_is_a_redirect_not_content() {
+    // A documentation generator's stubs at an item's old paths: a few words and the target.
+    let stub = |target: &str| {
+        format!(
+            r#"<!DOCTYPE html><html><head><meta http-equiv="refresh" content="0;URL=../{target}">
+               <title>Redirection</title></head><body><p>Redirecting to <a href="../{target}">../{target}</a>...</p>
+               <script>location.replace("../{target}" + location.search);</script></body></html>"#
+        )
+    };
+    let text = format!("<p>{}</p>", prose(11, 300));
+    // The same page with a notice and a refresh after 5 s is still content.
+    let delayed = format!(
+        r#"<head><meta http-equiv="refresh" content="5; url=http://c.example/new"></head>{text}"#
+    );
+    let run = run(&[
+        text_record("http://a.example/doc/page.html", 1, &text),
+        text_record("http://b.example/doc/page.html", 2, &delayed),
+        // b's page moved: the stub leaves no content, and the pair is retracted.
+        text_record("http://b.example/doc/page.html", 3, &stub("new/page.html")),
+        text_record(
+            "http://s.example/old/one.html",
+            4,
+            &stub("sync/struct.Barrier.html"),
+        ),
+        text_record(
+            "http://s.example/old/two.html",
+            5,
+            &stub("sync/struct.Mutex.html"),
+        ),
+        text_record(
+            "http://t.example/old/one.html",
+            6,
+            &stub("sync/struct.Barrier.html"),
+        ),
+    ]);
+    assert_eq!(run.dead_letters, 0);
+    assert_eq!(
+        run.pair_states,
+        vec![
+            "detected http://a.example/doc/page.html http://b.example/doc/page.html",
+            "retracted http://a.example/doc/page.html http://b.example/doc/page.html",
+        ],
+        "stubs pair with nothing, not even an identical one: they are redirects"
+    );
+    let with_content: Vec<bool> = run
+        .signatures
+        .iter()
+        .map(|s| s.get("content").is_some())
+        .collect();
+    assert_eq!(with_content, [true, true, false, false, false, false]);
 }
 
 /// A body served as `text/plain` (a text file, a WET file's extracted text) is text: its `<`
