@@ -54,7 +54,7 @@ impl Extraction {
     }
 
     /// Whether the page is an instant redirect: a `<meta http-equiv="refresh">` with a delay
-    /// of 0 and a URL other than the page's own. A browser shows its target at once and a
+    /// of 0 and a URL other than the page's own, outside `<noscript>`. A browser shows its target at once and a
     /// search engine reads it as a permanent redirect, so it is a redirect as a 3xx fetch is,
     /// not content (the stubs that documentation generators leave at an item's old paths hold
     /// a few words and the target's path: pairing two such stubs would say that two different
@@ -101,6 +101,8 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
     // The title's start in `text` while it is open; `looking` until a title or `<body>`.
     let mut title_start: Option<usize> = None;
     let mut looking = true;
+    // Inside `<noscript>`: a refresh there is for browsers without scripts only.
+    let mut in_noscript = false;
     let b = html.as_bytes();
     let n = b.len();
     let mut i = 0;
@@ -138,12 +140,20 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
                 looking = false;
             }
         }
+        match tag {
+            Some((name, _)) if b[name.0..name.1].eq_ignore_ascii_case(b"noscript") => {
+                in_noscript = true;
+            }
+            None if in_noscript && is_end_tag(b, i, b"noscript") => in_noscript = false,
+            _ => {}
+        }
         if let (Some(page), Some((name, attrs))) = (page, tag) {
             on_tag(
                 &html[name.0..name.1],
                 &html[attrs.0..attrs.1],
                 page,
                 &mut base,
+                in_noscript,
                 out,
             );
         }
@@ -154,6 +164,16 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
     if let Some(start) = title_start {
         out.title = Some(start..out.text.len());
     }
+}
+
+/// Whether the markup at `b[i] == '<'` is the end tag `</name>` (`name` lower-case ASCII).
+fn is_end_tag(b: &[u8], i: usize, name: &[u8]) -> bool {
+    let start = i + 2;
+    b.get(i + 1) == Some(&b'/')
+        && b.get(start..start + name.len())
+            .is_some_and(|n| n.eq_ignore_ascii_case(name))
+        && b.get(start + name.len())
+            .is_none_or(|c| !c.is_ascii_alphanumeric())
 }
 
 /// For the tag at `b[i] == '<'`: `Some(pre)` when it is a block-level element, where `pre` is
@@ -184,10 +204,13 @@ fn on_tag(
     attrs: &str,
     page: &url::Url,
     base: &mut Option<url::Url>,
+    in_noscript: bool,
     out: &mut Extraction,
 ) {
     if name.len() == 4 && name.eq_ignore_ascii_case("meta") {
-        out.refresh |= is_instant_redirect(attrs, base.as_ref().unwrap_or(page), page, out);
+        if !in_noscript {
+            out.refresh |= is_instant_redirect(attrs, base.as_ref().unwrap_or(page), page, out);
+        }
         return;
     }
     let wanted = match name.len() {
@@ -925,10 +948,19 @@ mod tests {
             r#"<meta name="refresh" content="0;url=x.html">"#,
             r#"<meta http-equiv="content-type" content="0;url=x.html">"#,
             r#"<meta http-equiv="refresh" content="0;url=javascript:go()">"#,
+            // For browsers without scripts only.
+            r#"<head><noscript><meta http-equiv="refresh" content="0;url=/nojs.html"></noscript></head>"#,
             "<p>0;url=x.html</p>",
         ] {
             assert!(!redirects(html), "{html}");
         }
+        // After the noscript element, a refresh counts again.
+        assert!(redirects(
+            r#"<NOSCRIPT><p>on</p></NOSCRIPT><meta http-equiv="refresh" content="0;url=x">"#
+        ));
+        assert!(!redirects(
+            r#"<noscript><noscriptx></noscriptx><meta http-equiv="refresh" content="0;url=x">"#
+        ));
         // Without the page's URL nothing resolves, so nothing is a redirect.
         let mut e = Extraction::default();
         extract(
