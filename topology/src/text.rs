@@ -53,12 +53,12 @@ impl Extraction {
         self.refresh = false;
     }
 
-    /// Whether the page is an instant redirect: a `<meta http-equiv="refresh">` with a delay
-    /// of 0 and a URL other than the page's own, outside `<noscript>`. A browser shows its target at once and a
-    /// search engine reads it as a permanent redirect, so it is a redirect as a 3xx fetch is,
-    /// not content (the stubs that documentation generators leave at an item's old paths hold
-    /// a few words and the target's path: pairing two such stubs would say that two different
-    /// targets are one document).
+    /// Whether the page is an instant redirect: a `<meta http-equiv="refresh">` outside
+    /// `<noscript>` with a delay of 0 and a URL other than the page's own. A browser shows its
+    /// target at once and a search engine reads it as a permanent redirect, so it is a redirect
+    /// as a 3xx fetch is, not content (the stubs that documentation generators leave at an
+    /// item's old paths hold a few words and the target's path: pairing two such stubs would
+    /// say that two different targets are one document).
     pub fn redirects(&self) -> bool {
         self.refresh
     }
