@@ -188,7 +188,8 @@ pub struct NearConfig {
     /// alone, as if neither had a title).
     pub titles: bool,
     /// Default policy: minimum undiscounted min-value positions to judge on; with fewer, but at
-    /// least half as many, every one of them must agree.
+    /// least half as many, every one of them must agree, and only a pair held to the base
+    /// threshold (`min_jaccard`: one name, one title) may be judged so.
     pub min_support: u32,
     /// Default policy: minimum C-similarity.
     pub min_c_similarity: u16,
@@ -451,9 +452,16 @@ impl NearConfig {
             Policy::Combined => c.b_similarity >= B_SIMILAR && c.c_similarity >= COMBINED_MIN_C,
             Policy::Neardup => {
                 let min_jaccard = self.min_jaccard_for(naming);
+                // A few positions, all agreeing, vouch for the base threshold only: n of n
+                // agree by chance with probability J^n, so 6 to 11 unanimous positions put J
+                // above 0.61-0.76 (95 % one-sided) and cannot show the 0.9 or 0.98 a renamed
+                // or retitled pair needs (a pair at J = 0.8 passes 6 of 6 one time in four).
+                let few_suffice = min_jaccard <= self.min_jaccard;
                 c.same_text
                     || ((c.support >= self.min_support
-                        || (2 * c.support >= self.min_support && c.kept_agreeing == c.support))
+                        || (few_suffice
+                            && 2 * c.support >= self.min_support
+                            && c.kept_agreeing == c.support))
                         && c.discounted_jaccard >= min_jaccard
                         && c.c_similarity >= self.min_c_similarity)
             }
@@ -2966,6 +2974,21 @@ mod tests {
         // 8 positions with the two differing ones among them: not unanimous.
         assert_eq!(judge(8), (8, None));
         assert!(cfg.min_support == 12, "the cases above assume the default");
+        // A pair held to a stricter threshold needs min_support positions: under other names,
+        // or with other titles, 11 unanimous positions are not enough, 12 are.
+        let stricter = |n: usize, naming: Naming| {
+            let c = compare(&a, keep_first(2 + n) | 0b11, &b, 0);
+            cfg.verdict(&a, &b, &c, naming)
+        };
+        let retitled = Naming::Retitled {
+            same_name: true,
+            one_site: false,
+        };
+        for naming in [Naming::Renamed, Naming::RenamedOnSite, retitled] {
+            assert_eq!(stricter(11, naming), None, "{naming:?}");
+            assert_eq!(stricter(12, naming), level, "{naming:?}");
+        }
+        assert_eq!(stricter(11, Naming::SameName), level);
     }
 
     /// A band bucket over `max_bucket` pages gives its newest pages as candidates: a group of
