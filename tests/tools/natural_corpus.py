@@ -46,6 +46,7 @@ BENCH = Path(os.environ.get("NEARDUP_MAKE_CRAWL",
 
 RUST = Path.home() / ".rustup" / "toolchains"
 RUST_TREES = ["std", "alloc", "book", "cargo", "reference", "rustc", "nomicon"]
+DEFAULT_MIRROR = "https://doc.rust-lang.example/stable/std/=https://rust-mirror.example/1.95/std/=0.3"
 
 
 def default_sources():
@@ -79,7 +80,8 @@ def build(args):
             pages[prefix + str(f.relative_to(d))] = str(f)
         print(f"{name}: {len(files)} pages from {d}", file=sys.stderr)
     # A partial mirror: a share of one source's pages on another host, byte for byte.
-    for spec in args.mirror:
+    mirrors = args.mirror if args.mirror is not None else [DEFAULT_MIRROR]
+    for spec in (m for m in mirrors if m != "none"):
         src_prefix, mirror_prefix, fraction = spec.split("=")
         r = random.Random(f"mirror {spec}")
         chosen = [u for u in sorted(pages) if u.startswith(src_prefix) and r.random() < float(fraction)]
@@ -340,8 +342,8 @@ def main():
     b.add_argument("--source", action="append", default=[],
                    help="NAME=DIR=URL_PREFIX (repeatable; default: the Rust, Qt and gtk-doc trees found)")
     b.add_argument("--mirror", action="append",
-                   default=["https://doc.rust-lang.example/stable/std/=https://rust-mirror.example/1.95/std/=0.3"],
-                   help="SOURCE_PREFIX=MIRROR_PREFIX=FRACTION: that share of the pages also on the mirror")
+                   help="SOURCE_PREFIX=MIRROR_PREFIX=FRACTION: that share of the pages also on the mirror "
+                        f"(repeatable; default: {DEFAULT_MIRROR}; 'none' for no mirror)")
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--max-body", type=int, default=5 * 1024 * 1024,
                    help="leave out larger files (neardup's default --max-body-bytes)")

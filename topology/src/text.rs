@@ -1297,5 +1297,27 @@ mod tests {
             // Every byte of output comes from a text run or a tag's space.
             proptest::prop_assert!(out.chars().count() <= s.chars().count() + s.len());
         }
+
+        /// Any `content` value is read without a panic (slicing stays on character
+        /// boundaries), and a target, when there is one, is a non-empty trimmed piece of it.
+        #[test]
+        fn refresh_contents_of_any_shape_are_read_safely(content in "([0-9.]{0,3}|[;, ]|[uU][rR][lL]|=|\"|'|[a-z/]{0,4}|\u{e9}|\u{4e2d}|\u{1f600}){0,12}") {
+            if let Some(url) = refresh_target(&content) {
+                proptest::prop_assert!(!url.is_empty() && url.trim() == url);
+                proptest::prop_assert!(content.contains(url));
+            }
+        }
+
+        /// Pages whose meta tags and noscript elements come in any order and shape extract
+        /// without a panic, and only a page with a refresh meta can be a redirect.
+        #[test]
+        fn pages_with_meta_tags_of_any_shape_extract_safely(html in "(<meta|<META| http-equiv=refresh| http-equiv=\"refresh\"| content=\"0;url=x\"| content='1;url=y'| content=0|>|<noscript>|</noscript>|</noscriptx>|<p>|text |\u{4e2d}){0,24}") {
+            let page = url::Url::parse("http://a.example/p.html").unwrap();
+            let mut e = Extraction::default();
+            extract(&html, Some(&page), &mut e);
+            if e.redirects() {
+                proptest::prop_assert!(html.to_ascii_lowercase().contains("refresh"));
+            }
+        }
     }
 }
