@@ -110,7 +110,8 @@ def build(args):
                 ev["content_type"] = "text/html; charset=iso-8859-1"
                 ev["body"] = body.decode("latin-1")
             f.write(json.dumps(ev, ensure_ascii=False) + "\n")
-    kept = {u: pages[u] for u in urls if u not in set(skipped)}
+    left_out = set(skipped)
+    kept = {u: pages[u] for u in urls if u not in left_out}
     (out / "pages.json").write_text(json.dumps(kept, indent=0, sort_keys=True))
     print(f"{len(kept)} events ({len(skipped)} over {args.max_body} bytes left out), "
           f"{len(hosts)} hosts -> {out / 'events.jsonl'}", file=sys.stderr)
@@ -119,7 +120,7 @@ def build(args):
 # An instant redirect: a meta refresh with a delay of 0 and a URL. Such a page is a redirect,
 # not a document (as a 3xx fetch is), so it is in no truth pair.
 REFRESH = re.compile(r"""<meta\b[^>]*http-equiv\s*=\s*["']?refresh["']?[^>]*>""", re.I)
-INSTANT = re.compile(r"""content\s*=\s*["']?\s*0*(\.\d*)?\s*[;,]\s*(url\s*=)?\s*["']?[^"'\s>]""", re.I)
+INSTANT = re.compile(r"""content\s*=\s*["']?\s*(0+(\.\d*)?|\.\d*)\s*[;,]\s*(url\s*=)?\s*["']?[^"'\s>]""", re.I)
 
 
 def is_redirect(body: str) -> bool:
