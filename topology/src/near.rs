@@ -2959,9 +2959,9 @@ mod tests {
         };
         let level = Some(PairLevel::VerySimilar);
         // Positions 2.. agree; keeping positions 2..2+n means n unanimous positions.
+        let unanimous = |n: usize| compare(&a, keep_first(2 + n) | 0b11, &b, 0);
         let agreeing_only = |n: usize| {
-            let mask = keep_first(2 + n) | 0b11;
-            let c = compare(&a, mask, &b, 0);
+            let c = unanimous(n);
             (
                 c.support,
                 c.kept_agreeing,
@@ -2976,10 +2976,7 @@ mod tests {
         assert!(cfg.min_support == 12, "the cases above assume the default");
         // A pair held to a stricter threshold needs min_support positions: under other names,
         // or with other titles, 11 unanimous positions are not enough, 12 are.
-        let stricter = |n: usize, naming: Naming| {
-            let c = compare(&a, keep_first(2 + n) | 0b11, &b, 0);
-            cfg.verdict(&a, &b, &c, naming)
-        };
+        let stricter = |n: usize, naming: Naming| cfg.verdict(&a, &b, &unanimous(n), naming);
         let retitled = Naming::Retitled {
             same_name: true,
             one_site: false,

@@ -166,7 +166,7 @@ pub fn extract(html: &str, page: Option<&url::Url>, out: &mut Extraction) {
     }
 }
 
-/// Whether the markup at `b[i] == '<'` is the end tag `</name>` (`name` lower-case ASCII).
+/// Whether the markup at `b[i] == '<'` is the end tag `</name>` (ASCII case-insensitively).
 fn is_end_tag(b: &[u8], i: usize, name: &[u8]) -> bool {
     let start = i + 2;
     b.get(i + 1) == Some(&b'/')
@@ -267,19 +267,13 @@ fn is_instant_redirect(
     let Some(content) = attribute(attrs, "content").filter(|_| refresh) else {
         return false;
     };
-    let mut decoded = std::mem::take(&mut out.attribute);
-    decoded.clear();
-    push_decoded(content, &mut decoded);
-    let target = refresh_target(&decoded).map(str::to_owned);
-    out.attribute = decoded;
-    let Some(target) = target else {
+    out.attribute.clear();
+    push_decoded(content, &mut out.attribute);
+    let Some(target) = refresh_target(&out.attribute) else {
         return false;
     };
-    let mut resolved = std::mem::take(&mut out.resolved);
-    let other = crate::resolve::resolve(from, &target, &mut resolved)
-        && resolved != page.as_str().split('#').next().unwrap_or("");
-    out.resolved = resolved;
-    other
+    crate::resolve::resolve(from, target, &mut out.resolved)
+        && out.resolved != page.as_str().split('#').next().unwrap_or("")
 }
 
 /// The URL of a refresh's `content` when its delay is 0, as the HTML standard's declarative
@@ -440,11 +434,7 @@ fn tag_end(b: &[u8], mut j: usize) -> usize {
 fn find_end_tag(b: &[u8], mut from: usize, name: &[u8]) -> Option<usize> {
     while let Some(p) = find(b, from, b"</") {
         let s = p + 2;
-        if b.len() >= s + name.len()
-            && b[s..s + name.len()].eq_ignore_ascii_case(name)
-            && b.get(s + name.len())
-                .is_none_or(|c| !c.is_ascii_alphanumeric())
-        {
+        if is_end_tag(b, p, name) {
             return Some(find_byte(b, s + name.len(), b'>').map_or(b.len(), |e| e + 1));
         }
         from = s;
