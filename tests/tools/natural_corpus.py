@@ -237,23 +237,25 @@ def score(args):
             reported[key] = e
         elif e["state"] == "retracted":
             reported.pop(key, None)
-    # Reported pairs the truth file lacks are below 0.5 or missed by its banding: measure them.
-    missing = [k for k in reported if k not in truth_pairs]
-    exact_j = {}
-    if missing:
-        sys.path.insert(0, str(BENCH))
-        import make_crawl
+    # One pass over the pages: the shingles of reported pairs the truth file lacks (below 0.5,
+    # or missed by its banding), to measure them; the titles of the truth pairs above 0.9, for
+    # recall by how the pages name themselves.
+    sys.path.insert(0, str(BENCH))
+    import make_crawl
 
-        need = set().union(*missing)
-        sh = make_crawl.Shingler()
-        sets = {}
-        for l in open(out / "events.jsonl"):
-            ev = json.loads(l)
-            if ev["url"] in need:
-                sets[ev["url"]] = set(sh.shingles(ev["body"]))
-        for k in missing:
-            a, b = sorted(k)
-            exact_j[k] = jaccard(sets[a], sets[b])
+    missing = [k for k in reported if k not in truth_pairs]
+    high = [k for k in truth_pairs if truth_pairs[k]["jaccard"] >= 0.9]
+    need_sets = set().union(*missing) if missing else set()
+    need_titles = set().union(*high) if high else set()
+    sh = make_crawl.Shingler()
+    sets, titles = {}, {}
+    for l in open(out / "events.jsonl"):
+        ev = json.loads(l)
+        if ev["url"] in need_sets:
+            sets[ev["url"]] = set(sh.shingles(ev["body"]))
+        if ev["url"] in need_titles:
+            titles[ev["url"]] = make_crawl.title_of(ev["body"])
+    exact_j = {k: jaccard(*(sets[u] for u in sorted(k))) for k in missing}
     sim = {k: truth_pairs[k]["jaccard"] if k in truth_pairs else exact_j[k] for k in reported}
 
     def split(keys):
@@ -287,17 +289,6 @@ def score(args):
         print(f"recall at Jaccard >= {thr}: {hit / max(1, len(band)):.4f} ({hit}/{len(band)})")
     # Recall above 0.9 by how the pages name themselves: their URLs' last path segments (an
     # index page or a directory names nothing) and their titles.
-    sys.path.insert(0, str(BENCH))
-    import make_crawl
-
-    high = [k for k in truth_pairs if truth_pairs[k]["jaccard"] >= 0.9]
-    need = set().union(*high) if high else set()
-    titles = {}
-    for l in open(out / "events.jsonl"):
-        ev = json.loads(l)
-        if ev["url"] in need:
-            titles[ev["url"]] = make_crawl.title_of(ev["body"])
-
     def name(u):
         last = u.split("?")[0].split("#")[0].split("/", 3)[-1].rsplit("/", 1)[-1]
         return "" if last == "" or last.startswith("index.") else last
