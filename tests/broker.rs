@@ -450,13 +450,21 @@ impl Setup {
     }
 
     fn oracle(&self, sample: &SampleCrawl) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
+        self.oracle_with(sample, Config::default())
+    }
+
+    /// [`Self::oracle`] under the configuration `cfg`.
+    fn oracle_with(
+        &self,
+        sample: &SampleCrawl,
+        cfg: Config,
+    ) -> BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> {
         let topic = self.input.clone();
-        let emits: Vec<Emit> =
-            replay_records(&sample.records, Config::default(), |i| Source::Kafka {
-                topic: topic.clone(),
-                partition: 0,
-                offset: i as i64,
-            });
+        let emits: Vec<Emit> = replay_records(&sample.records, cfg, |i| Source::Kafka {
+            topic: topic.clone(),
+            partition: 0,
+            offset: i as i64,
+        });
         let mut out: BTreeMap<OutputKind, Vec<(String, Vec<u8>)>> =
             OutputKind::ALL.iter().map(|k| (*k, vec![])).collect();
         for e in emits {
@@ -1484,8 +1492,10 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
         .iter()
         .map(|&(i, reason)| (sample.records[i].clone(), reason))
         .collect();
-    // And a good record (660 KB) whose signature event (3.8 MB, 60,000 out-links) is over the
-    // producer's limit: its dead letter replaces that event, and the run goes on.
+    // And a good record whose signature event is over the producer's limit, here the smallest
+    // accepted (512 KiB): the lists that grow with a page are capped, so it takes a URL of
+    // 300 KB (the event states it twice, as its key and in its value, as the input record
+    // does). Its dead letter replaces that event, and the run goes on.
     let fetched_at = sample.records[..at]
         .iter()
         .rev()
@@ -1494,11 +1504,10 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
             v["fetched_at"].as_str().map(str::to_owned)
         })
         .unwrap();
-    let links: String = (0..60_000).map(|i| format!("<a href={i}>")).collect();
-    let url = "http://links.example/a/long/directory/path/of/many/links/";
-    let links_page = serde_json::json!({"url": url, "fetched_at": fetched_at, "status": 200,
-                                        "body": links});
-    kinds.push((links_page.to_string().into_bytes(), "output_too_large"));
+    let url = format!("http://long.example/{}", "directory/".repeat(30_000));
+    let long_url = serde_json::json!({"url": url, "fetched_at": fetched_at, "status": 200,
+                                      "body": "<p>A page at a very long URL.</p>"});
+    kinds.push((long_url.to_string().into_bytes(), "output_too_large"));
     let burst: Vec<(Vec<u8>, &str)> = (0..300).map(|k| kinds[k % kinds.len()].clone()).collect();
     for b in &mut sample.bad_records {
         if b.0 >= at {
@@ -1515,7 +1524,8 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
     s.produce(&sample).await;
     let bad_before = sample.bad_records.iter().filter(|b| b.0 < at).count() as i64;
 
-    let mut first = s.spawn(&["--max-in-flight", "1"]);
+    let limit = ["--max-output-bytes", "512KiB"];
+    let mut first = s.spawn(&["--max-in-flight", "1", limit[0], limit[1]]);
     let started = Instant::now();
     while s.count(OutputKind::DeadLetter) < bad_before + 100 {
         assert!(first.try_wait().unwrap().is_none(), "neardup exited early");
@@ -1525,10 +1535,14 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
     signal_and_wait(&mut first, "-KILL");
     let at_kill = s.count(OutputKind::DeadLetter);
 
-    let mut second = s.spawn(&["--exit-at-end"]);
+    let mut second = s.spawn(&["--exit-at-end", limit[0], limit[1]]);
     assert!(wait_exit(&mut second, Duration::from_secs(120)).success());
     let got = s.read_outputs();
-    let repeats = assert_no_loss_no_divergence(&got, &s.oracle(&sample));
+    let cfg = Config {
+        max_output_bytes: 512 * 1024,
+        ..Config::default()
+    };
+    let repeats = assert_no_loss_no_divergence(&got, &s.oracle_with(&sample, cfg));
     // Each malformed record is a dead letter with its reason at its offset (repeats aside).
     let mut dead: BTreeMap<i64, String> = BTreeMap::new();
     for (_, v) in &got[&OutputKind::DeadLetter] {

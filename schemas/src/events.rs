@@ -84,18 +84,34 @@ pub struct ContentSignatures {
     pub minvalues: Option<Vec<String>>,
     /// Alg. C: the 384-bit simhash, 96 hex digits: its six 64-bit words in order, word 0 first.
     pub simhash: String,
-    /// Cho: sorted, distinct 32-bit chunk fingerprints, 8 hex digits each.
+    /// Cho: sorted, distinct 32-bit chunk fingerprints, 8 hex digits each; on a page with more
+    /// than the cap (8,192 by default), the smallest ones (a bottom-k sample).
     pub chunks: Vec<String>,
-    /// Pereira: sorted 64-bit shingle-paragraph fingerprints, 16 hex digits each (repeats kept).
+    /// How many chunk fingerprints the cap left out (absent: none).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub chunks_omitted: u32,
+    /// Pereira: sorted 64-bit shingle-paragraph fingerprints, 16 hex digits each (repeats kept);
+    /// on a page with more than the cap (4,096 by default), the smallest ones.
     pub paragraphs: Vec<String>,
+    /// How many paragraph fingerprints the cap left out (absent: none).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub paragraphs_omitted: u32,
     /// Pereira: the visible text is under 450 characters (such pages were left out by the paper).
     pub short_page: bool,
     /// Di Iorio: the K-dimensional random projection of the bag of words, each in [0, 1],
     /// rounded to 6 decimals.
     pub rp: Vec<f64>,
     /// Out-links, resolved to absolute http(s) URLs, fragment dropped, in document order (none
-    /// for a `text/plain` body, which has no markup).
+    /// for a `text/plain` body, which has no markup); on a page whose links take more than the
+    /// cap (160 KiB of JSON by default), the first ones.
     pub out_links: Vec<String>,
+    /// How many out-links the cap left out, from the end (absent: none).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub out_links_omitted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl<C: Serialize> OutputEvent for SignatureEvent<C> {

@@ -145,10 +145,13 @@ fn signature_cases() -> Vec<Case> {
         minvalues: None,
         simhash: "0f".repeat(48),
         chunks: vec!["0000abcd".into(), "7fff0001".into()],
+        chunks_omitted: 0,
         paragraphs: vec!["00000000000000ff".into()],
+        paragraphs_omitted: 0,
         short_page: false,
         rp: vec![0.5, 0.25, 1.0, 0.0, 0.75],
         out_links: vec!["http://www.debian.example/docs/15/next.html".into()],
+        out_links_omitted: 0,
     };
     vec![
         case(
@@ -186,6 +189,9 @@ fn signature_cases() -> Vec<Case> {
                     Some(ContentSignatures {
                         tokens_truncated: true,
                         minvalues: Some((0..84u64).map(|i| format!("{i:016x}")).collect()),
+                        chunks_omitted: 40_000,
+                        paragraphs_omitted: 9,
+                        out_links_omitted: 17_000,
                         ..content("utf-8")
                     }),
                 )

@@ -119,9 +119,9 @@ pub struct Config {
     /// pairs are the same for any number.
     pub key_shards: usize,
     /// The largest output record (key and value, in bytes) the topology publishes: a larger
-    /// one, such as the signature event of a page with tens of thousands of out-links, becomes
-    /// an `output_too_large` dead letter instead, so that a Kafka producer and topic that
-    /// accept records this large never stop on it (default 1,000,000, librdkafka's
+    /// one (a signature event's lists are capped, [`signer::ListCaps`], so in practice one
+    /// of a URL of hundreds of kilobytes) becomes an `output_too_large` dead letter instead,
+    /// so that a Kafka producer and topic that accept records this large never stop on it (default 1,000,000, librdkafka's
     /// `message.max.bytes` and about Kafka's default `max.message.bytes`).
     pub max_output_bytes: usize,
     /// Split stages only: mirrors and collections run in a mirror stage of their own
@@ -1539,7 +1539,7 @@ struct PreparedPage {
 }
 
 /// Layout of the internal records between the sign and index stages; bump on any change.
-const INTERNAL_FORMAT: u32 = 8;
+const INTERNAL_FORMAT: u32 = 9;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).
@@ -1889,6 +1889,11 @@ impl Preparer {
         }
     }
 
+    /// How many paragraph fingerprints a signature event carries.
+    fn max_paragraphs(&self) -> usize {
+        self.signer.config().caps.paragraphs
+    }
+
     /// A preparer that looks pages up in `cache` before signing them, and caches what it signs.
     /// Every preparer sharing a cache must have the same configuration; the results do not
     /// depend on the cache.
@@ -1913,7 +1918,11 @@ impl Preparer {
                 let key = sign_cache::BodyKey::new(literal, form);
                 if let Some(parts) = cache.get(&sign_cache::Fetch::new(&envelope.page, key)) {
                     return Ok(PreparedPage {
-                        signed: Some(Signed::new(parts, self.emit_minvalues)),
+                        signed: Some(Signed::new(
+                            parts,
+                            self.emit_minvalues,
+                            self.max_paragraphs(),
+                        )),
                         page: envelope.page,
                         origin: None,
                     });
@@ -1933,7 +1942,7 @@ impl Preparer {
                 if let (Some(cache), Some(key)) = (&self.cache, key) {
                     cache.put(&sign_cache::Fetch::new(&page, key), Arc::clone(&parts));
                 }
-                Signed::new(parts, self.emit_minvalues)
+                Signed::new(parts, self.emit_minvalues, self.max_paragraphs())
             }),
             _ => None,
         };
@@ -1960,6 +1969,7 @@ impl Preparer {
             Body::Bytes(bytes) => charset::read_body(bytes, content_type)
                 .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8")),
         };
+        let link_bytes = self.signer.config().caps.link_bytes;
         let sig = match charset::is_plain_text(content_type) {
             true => self.signer.sign_plain(&html),
             false => self.signer.sign(&html, page_url.as_ref()),
@@ -1967,10 +1977,22 @@ impl Preparer {
         if sig.extraction.redirects() {
             return None;
         }
-        // Sized exactly: the cache keeps them.
-        let mut links = String::with_capacity(sig.extraction.links().map(str::len).sum());
-        let mut link_ends = Vec::with_capacity(sig.extraction.links().count());
+        // The links the cap keeps: the first, while their JSON fits the budget.
+        let mut budget = link_bytes;
+        let (mut kept, mut kept_bytes) = (0, 0);
         for l in sig.extraction.links() {
+            match budget.checked_sub(signer::ListCaps::link_cost(l)) {
+                Some(rest) => budget = rest,
+                None => break,
+            }
+            kept += 1;
+            kept_bytes += l.len();
+        }
+        let links_omitted = sig.extraction.links().count() - kept;
+        // Sized exactly: the cache keeps them.
+        let mut links = String::with_capacity(kept_bytes);
+        let mut link_ends = Vec::with_capacity(kept);
+        for l in sig.extraction.links().take(kept) {
             links.push_str(l);
             link_ends.push(links.len());
         }
@@ -1986,11 +2008,13 @@ impl Preparer {
             charset: charset.into(),
             tokens_truncated: sig.truncated,
             chunks: sig.chunks.clone(),
+            chunks_omitted: sig.chunks_omitted,
             paragraphs: sig.paragraphs.clone(),
             short_page: sig.paragraph_info.short,
             rp: sig.rp.clone(),
             links,
             link_ends,
+            links_omitted: u32::try_from(links_omitted).unwrap_or(u32::MAX),
         })
     }
 }

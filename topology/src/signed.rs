@@ -36,12 +36,17 @@ pub(crate) struct SignedParts {
     pub charset: Cow<'static, str>,
     pub tokens_truncated: bool,
     pub chunks: Vec<u32>,
+    /// Chunks the signer's cap left out ([`crate::signer::ListCaps`]).
+    pub chunks_omitted: u32,
+    /// All of them: the event carries the smallest [`crate::signer::ListCaps::paragraphs`].
     pub paragraphs: Vec<u64>,
     pub short_page: bool,
     pub rp: Vec<f32>,
     /// The out-links, concatenated; each ends at its entry of `link_ends`.
     pub links: String,
     pub link_ends: Vec<usize>,
+    /// Out-links left out by the cap on their bytes.
+    pub links_omitted: u32,
 }
 
 impl SignedParts {
@@ -79,11 +84,12 @@ pub(crate) struct Signed {
 
 impl Signed {
     /// The signatures of `parts`, the 84 min-values in the event's `content` if
-    /// `emit_minvalues`.
-    pub fn new(parts: Arc<SignedParts>, emit_minvalues: bool) -> Self {
+    /// `emit_minvalues`, and at most `max_paragraphs` paragraph fingerprints.
+    pub fn new(parts: Arc<SignedParts>, emit_minvalues: bool, max_paragraphs: usize) -> Self {
         let content = serde_json::value::to_raw_value(&Content {
             parts: &parts,
             emit_minvalues,
+            max_paragraphs,
         })
         .expect("numbers and strings serialize");
         let p = &*parts;
@@ -115,13 +121,14 @@ mod raw_json {
 struct Content<'a> {
     parts: &'a SignedParts,
     emit_minvalues: bool,
+    max_paragraphs: usize,
 }
 
 impl Serialize for Content<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let p = self.parts;
         // The fields of ContentSignatures, in its order, skipped where it skips them.
-        let mut st = s.serialize_struct("ContentSignatures", 17)?;
+        let mut st = s.serialize_struct("ContentSignatures", 20)?;
         st.serialize_field("checksum", &Hex(p.checksum, 32))?;
         st.serialize_field("text_hash", &Hex(p.text_hash, 32))?;
         st.serialize_field("body_bytes", &p.body_bytes)?;
@@ -140,11 +147,26 @@ impl Serialize for Content<'_> {
         }
         st.serialize_field("simhash", &SimHashHex(&p.c))?;
         st.serialize_field("chunks", &HexSeq(&p.chunks, 8))?;
-        st.serialize_field("paragraphs", &HexSeq(&p.paragraphs, 16))?;
+        omitted(&mut st, "chunks_omitted", p.chunks_omitted)?;
+        let (paragraphs, rest) = p
+            .paragraphs
+            .split_at(p.paragraphs.len().min(self.max_paragraphs));
+        st.serialize_field("paragraphs", &HexSeq(paragraphs, 16))?;
+        let rest = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+        omitted(&mut st, "paragraphs_omitted", rest)?;
         st.serialize_field("short_page", &p.short_page)?;
         st.serialize_field("rp", &Seq(|| p.rp_rounded()))?;
         st.serialize_field("out_links", &Seq(|| p.links()))?;
+        omitted(&mut st, "out_links_omitted", p.links_omitted)?;
         st.end()
+    }
+}
+
+/// A count of a list's items left out, stated only when some were.
+fn omitted<S: SerializeStruct>(st: &mut S, name: &'static str, n: u32) -> Result<(), S::Error> {
+    match n {
+        0 => st.skip_field(name),
+        n => st.serialize_field(name, &n),
     }
 }
 
@@ -211,7 +233,7 @@ mod tests {
     use proptest::prelude::*;
 
     /// The event's `content` as the schemas crate's type: the reference for [`Content`].
-    fn content_signatures(p: &SignedParts, emit_minvalues: bool) -> ContentSignatures {
+    fn content_signatures(p: &SignedParts, emit_minvalues: bool, max: usize) -> ContentSignatures {
         let hex64 = |v: &u64| format!("{v:016x}");
         ContentSignatures {
             checksum: format!("{:032x}", p.checksum),
@@ -226,7 +248,9 @@ mod tests {
             minvalues: emit_minvalues.then(|| p.b.minvalues.iter().map(hex64).collect()),
             simhash: p.c.0.iter().map(hex64).collect(),
             chunks: p.chunks.iter().map(|c| format!("{c:08x}")).collect(),
-            paragraphs: p.paragraphs.iter().map(hex64).collect(),
+            chunks_omitted: p.chunks_omitted,
+            paragraphs: p.paragraphs.iter().take(max).map(hex64).collect(),
+            paragraphs_omitted: p.paragraphs.len().saturating_sub(max) as u32,
             short_page: p.short_page,
             rp: p
                 .rp
@@ -234,6 +258,7 @@ mod tests {
                 .map(|&x| (f64::from(x) * 1e6).round() / 1e6)
                 .collect(),
             out_links: p.links().map(str::to_owned).collect(),
+            out_links_omitted: p.links_omitted,
         }
     }
 
@@ -248,6 +273,7 @@ mod tests {
             paragraphs in proptest::collection::vec(any::<u64>(), 0..20),
             rp in proptest::collection::vec(prop_oneof![0.0f32..1.0, Just(0.0), Just(1.0), Just(0.1234565)], 0..8),
             links in proptest::collection::vec("\\PC{0,30}", 0..8),
+            omitted in proptest::array::uniform2(prop_oneof![Just(0u32), any::<u32>()]),
         ) -> SignedParts {
             let mut b = crate::sketch::minhash::BSketch {
                 minvalues: [0; 84],
@@ -266,7 +292,8 @@ mod tests {
                 checksum, text_hash, title, b, c: SimHash(c),
                 body_bytes: sizes.0, text_bytes: sizes.1, tokens: sizes.2,
                 charset: Cow::Borrowed(charset), tokens_truncated: truncated,
-                chunks, paragraphs, short_page: short, rp, links: all, link_ends,
+                chunks, chunks_omitted: omitted[0], paragraphs,
+                short_page: short, rp, links: all, link_ends, links_omitted: omitted[1],
             }
         }
     }
@@ -275,9 +302,11 @@ mod tests {
         /// The `content` written from the numbers is the JSON of the schemas crate's type, and
         /// the links come back as they went in.
         #[test]
-        fn content_is_the_json_of_content_signatures(p in arb_parts(), emit in any::<bool>()) {
-            let signed = Signed::new(Arc::new(p.clone()), emit);
-            let want = serde_json::to_string(&content_signatures(&p, emit)).unwrap();
+        fn content_is_the_json_of_content_signatures(
+            p in arb_parts(), emit in any::<bool>(), max in prop_oneof![0usize..25, Just(usize::MAX)],
+        ) {
+            let signed = Signed::new(Arc::new(p.clone()), emit, max);
+            let want = serde_json::to_string(&content_signatures(&p, emit, max)).unwrap();
             prop_assert_eq!(signed.content.get(), want);
             // And the binary form of the sign stage's records keeps all of it.
             let back: Signed = postcard::from_bytes(&postcard::to_stdvec(&signed).unwrap()).unwrap();

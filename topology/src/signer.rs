@@ -27,6 +27,59 @@ pub struct SignerConfig {
     pub rp: RpParams,
     /// Terms beyond this many are ignored (pathological pages stay linear and bounded).
     pub max_terms: usize,
+    /// The page's lists that grow with it, capped so that its signature event (and the split
+    /// stages' records) stays under the smallest output limit accepted: see [`ListCaps`].
+    pub caps: ListCaps,
+}
+
+/// Caps on the signature lists that grow with a page. A 5 MiB page of short lines has some
+/// 40,000 chunks, a directory page tens of thousands of out-links: uncapped, its signature
+/// event would pass any producer's limit and reach the dead-letter topic instead. With the
+/// defaults the three lists take at most 331,776 bytes of JSON (163,840 + 8,192 x 11 +
+/// 4,096 x 19), the rest of the event a few kilobytes and its URL: under the 512 KiB that
+/// `max_output_bytes` may be lowered to, even in the sign stage's record, which carries the
+/// out-links a second time when collections or the in-link ranking read them. Each list
+/// states how much of it was left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCaps {
+    /// Out-links are kept in document order while their JSON (each link, its quotes and a
+    /// comma) takes at most this many bytes; the rest are counted, not kept.
+    pub link_bytes: usize,
+    /// Cho's chunks: only the smallest this many fingerprints are kept. The smallest k of a
+    /// set are a consistent sample of it (bottom-k): two pages' samples still estimate their
+    /// overlap.
+    pub chunks: usize,
+    /// Pereira's paragraphs: the signature event carries only the smallest this many
+    /// fingerprints (repeats counted). The replay's paragraph figures, which need them all
+    /// and run in one process, read the whole list.
+    pub paragraphs: usize,
+}
+
+impl Default for ListCaps {
+    fn default() -> Self {
+        ListCaps {
+            link_bytes: 160 * 1024,
+            chunks: 8192,
+            paragraphs: 4096,
+        }
+    }
+}
+
+impl ListCaps {
+    /// What a link takes of [`ListCaps::link_bytes`]: at most its JSON string and a comma. A
+    /// resolved link percent-encodes almost every character JSON escapes; a backslash in a query
+    /// is one it keeps.
+    pub fn link_cost(link: &str) -> usize {
+        let escapes: usize = link
+            .bytes()
+            .map(|b| match b {
+                b'"' | b'\\' => 1,
+                0..=0x1f => 5,
+                _ => 0,
+            })
+            .sum();
+        link.len() + 3 + escapes
+    }
 }
 
 impl Default for SignerConfig {
@@ -36,6 +89,7 @@ impl Default for SignerConfig {
             chunks: ChunkParams::default(),
             rp: RpParams::default(),
             max_terms: 1_000_000,
+            caps: ListCaps::default(),
         }
     }
 }
@@ -44,14 +98,17 @@ impl SignerConfig {
     /// Everything the signatures depend on, in words: hashed into the parameter fingerprint.
     pub fn describe(&self) -> String {
         format!(
-            "tokenizer=v{};text/plain=as text;text_hash=xxh3-128(terms joined by ' ');{};{};chunks={:?};paragraphs=pereira(150,3,450,seed {:#x});rp={:?};max_terms={}",
+            "tokenizer=v{};text/plain=as text;text_hash=xxh3-128(terms joined by ' ');{};{};chunks={:?};paragraphs=pereira(150,3,450,seed {:#x});rp={:?};max_terms={};lists=links<={}B,chunks<={},paragraphs<={}",
             crate::TOKENIZER_VERSION,
             minhash::describe(&self.profile),
             simhash::describe(),
             self.chunks,
             paragraphs::PARAGRAPH_SEED,
             self.rp,
-            self.max_terms
+            self.max_terms,
+            self.caps.link_bytes,
+            self.caps.chunks,
+            self.caps.paragraphs
         )
     }
 }
@@ -71,9 +128,12 @@ pub struct PageSignature {
     pub b: BSketch,
     /// Alg. C: the 384-bit simhash.
     pub c: SimHash,
-    /// Cho: sorted, distinct 32-bit chunk fingerprints.
+    /// Cho: sorted, distinct 32-bit chunk fingerprints, the smallest [`ListCaps::chunks`].
     pub chunks: Vec<u32>,
-    /// Pereira: sorted 64-bit shingle-paragraph fingerprints.
+    /// Chunk fingerprints left out of `chunks` by the cap.
+    pub chunks_omitted: u32,
+    /// Pereira: sorted 64-bit shingle-paragraph fingerprints, all of them (the signature event
+    /// carries the smallest [`ListCaps::paragraphs`]).
     pub paragraphs: Vec<u64>,
     /// Pereira: sizes, and the under-450-characters flag.
     pub paragraph_info: ParagraphInfo,
@@ -154,6 +214,7 @@ impl Signer {
             n += 1;
         });
         chunker.finish();
+        sig.chunks_omitted = cap(&mut sig.chunks, self.cfg.caps.chunks);
         // The chunker holds every term once; joined by single spaces they are the input of the
         // normalised-text hash (one XXH3 over a buffer, the same value as streaming the terms).
         sig.text_hash = xxhash_rust::xxh3::xxh3_128(chunks::joined_terms(&mut self.chunk));
@@ -174,6 +235,13 @@ impl Signer {
         );
         &self.sig
     }
+}
+
+/// Keeps the first `max` of the sorted `list` (its smallest), returning how many went.
+fn cap<T>(list: &mut Vec<T>, max: usize) -> u32 {
+    let omitted = list.len().saturating_sub(max);
+    list.truncate(max);
+    u32::try_from(omitted).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -257,6 +325,73 @@ mod tests {
         assert_ne!(t1, 0);
         assert_eq!(s.sign(&titled("the manual"), Some(&page)).title, t1);
         assert_ne!(s.sign(&titled("The Guide"), Some(&page)).title, t1);
+    }
+
+    #[test]
+    fn the_cap_keeps_the_smallest_chunks_and_counts_the_rest() {
+        // Many short lines (chunks) of many short sentences (paragraphs).
+        let html: String = (0..400)
+            .map(|i| {
+                format!(
+                    "<p>Line {i} says a thing. And {i} more. Then {}.</p>\n",
+                    i * 7
+                )
+            })
+            .collect();
+        let whole = Signer::new(SignerConfig::default())
+            .sign(&html, None)
+            .clone();
+        assert!(whole.chunks.len() > 100 && whole.paragraphs.len() > 100);
+        assert_eq!(whole.chunks_omitted, 0);
+        let caps = ListCaps {
+            chunks: 10,
+            paragraphs: 7,
+            ..ListCaps::default()
+        };
+        let cfg = SignerConfig {
+            caps,
+            ..SignerConfig::default()
+        };
+        assert_ne!(cfg.describe(), SignerConfig::default().describe());
+        let capped = Signer::new(cfg.clone()).sign(&html, None).clone();
+        assert_eq!(capped.chunks, whole.chunks[..10]);
+        assert_eq!(capped.chunks_omitted as usize, whole.chunks.len() - 10);
+        // Nothing else changes: the paragraphs are capped in the event only (see `signed`).
+        assert_eq!(
+            (
+                capped.text_hash,
+                capped.b.minvalues,
+                capped.c,
+                &capped.rp,
+                &capped.paragraphs
+            ),
+            (
+                whole.text_hash,
+                whole.b.minvalues,
+                whole.c,
+                &whole.rp,
+                &whole.paragraphs
+            )
+        );
+        // A list under its cap is whole.
+        let small = Signer::new(cfg)
+            .sign("<p>One. Two. Three.</p>", None)
+            .clone();
+        assert_eq!(small.chunks_omitted, 0);
+    }
+
+    #[test]
+    fn a_link_costs_its_json() {
+        for link in [
+            "http://a.example/x",
+            "http://a.example/?q=a\\b\"c",
+            "http://a.example/\u{1}",
+        ] {
+            // Its JSON string and a comma.
+            let json = serde_json::to_string(link).unwrap() + ",";
+            assert!(ListCaps::link_cost(link) >= json.len(), "{link:?}");
+        }
+        assert_eq!(ListCaps::link_cost("http://a.example/x"), 21);
     }
 
     #[test]

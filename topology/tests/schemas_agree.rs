@@ -9,6 +9,7 @@
 use base64::Engine as _;
 use jsonschema::Validator;
 use neardup_schemas::{DeadLetterReason, OutputKind, Source};
+use neardup_topology::signer::{ListCaps, SignerConfig};
 use neardup_topology::{Config, DecodeLimits, Emit, Topology};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -162,10 +163,17 @@ fn realistic_input() -> Vec<(Vec<u8>, Option<DeadLetterReason>)> {
             b"{\"url\":\"http://bad.example/\xff\xfe\",\"fetched_at\":\"2026-11-02T10:15:00Z\",\"status\":200}",
             InvalidUtf8,
         ),
-        // a page of links whose signature event is over max_output_bytes (8 KiB here)
+        // a page over every cap on its lists (see `config`): its signature event says what
+        // they left out
+        ok(page(
+            "http://links.example/a/long/directory/path/of/links/",
+            60,
+            200,
+            Some(&(0..100).map(|i| format!("<a href={i}>Item {i}. Of {i}.</a><br>")).collect::<String>()),
+        )),
+        // a URL so long that the signature event is over max_output_bytes (8 KiB here)
         bad(
-            &fields(json!({"url": "http://links.example/a/long/directory/path/of/links/", "body":
-                (0..330).map(|i| format!("<a href={i}>")).collect::<String>()})),
+            &fields(json!({"url": format!("http://long.example/{}", "a/".repeat(4200))})),
             OutputTooLarge,
         ),
         // four days later: every entry above leaves the window (pairs retracted, clusters dissolved)
@@ -184,6 +192,14 @@ fn config() -> Config {
         // The last pages come four days after the others: a jump, not a leap, here.
         max_event_time_lead_ms: Some(7 * 86_400 * 1000),
         max_output_bytes: 8 * 1024,
+        signer: SignerConfig {
+            caps: ListCaps {
+                link_bytes: 1024,
+                chunks: 20,
+                paragraphs: 10,
+            },
+            ..SignerConfig::default()
+        },
         ..Config::default()
     }
 }
@@ -308,6 +324,14 @@ fn every_emitted_record_validates_against_its_schema() {
             .any(|v| v["content"]["charset"] == "windows-1252"),
         "the Latin-1 pages were not decoded as windows-1252"
     );
+    for field in ["chunks_omitted", "paragraphs_omitted", "out_links_omitted"] {
+        assert!(
+            seen[&OutputKind::Signatures]
+                .iter()
+                .any(|v| v["content"][field].is_u64()),
+            "no signature event with {field}"
+        );
+    }
     assert!(
         seen[&OutputKind::DeadLetter]
             .iter()
