@@ -107,12 +107,14 @@ fn sign_then_index(cfg: Config) {
     assert_same_outputs(&expected, &got);
 }
 
-/// Everything that can run split on, with a page budget small enough that pages are evicted.
+/// Everything that can run split on, with a page budget small enough that pages are evicted,
+/// and a cap on out-links that keeps two of a page's three: every stage reads the kept ones.
 fn evicting_split_config() -> Config {
     let mut cfg = everything_on();
     cfg.hm_veto = None;
     cfg.track_evolution = false;
     cfg.near.max_pages = 40;
+    cfg.signer.caps.link_bytes = 100;
     cfg
 }
 
@@ -286,6 +288,11 @@ fn sign_index_and_cluster_give_the_all_in_one_outputs() {
             "{kind:?}: the stream exercises it"
         );
     }
+    let capped = want[&OutputKind::Signatures]
+        .iter()
+        .filter(|(_, v)| v.windows(17).any(|w| w == b"out_links_omitted"))
+        .count();
+    assert!(capped > 100, "the cap on out-links bites: {capped}");
 }
 
 /// Pages the index stage's page budget evicts leave the cluster stage's exact groups and in-link
