@@ -745,6 +745,11 @@ impl Clusters {
         self.nodes[n as usize].url.to_string()
     }
 
+    /// Emits `change` of cluster `c`. A merge or a split of thousands of pages would list
+    /// them all in one event, over any producer's limit, and be dead-lettered: a consumer
+    /// keeping the membership would lose the change. So a list over [`MAX_LIST_BYTES`] is
+    /// stated in parts: `change` with the first part, then `joined` (the rest of `added`) or
+    /// `left` (the rest of `removed`) events, each with the cluster as it is after the change.
     fn emit(
         &self,
         c: u32,
@@ -755,7 +760,8 @@ impl Clusters {
         out: &mut Emitter,
     ) {
         let cl = &self.clusters[&c];
-        out.emit(ClusterEvent {
+        let at = out.at().to_owned();
+        let event = |change, added, removed, related| ClusterEvent {
             schema: OutputKind::Clusters.schema().into(),
             event_id: String::new(),
             cluster_id: cl.id.to_string(),
@@ -766,9 +772,46 @@ impl Clusters {
             added,
             removed,
             related,
-            at: out.at().to_owned(),
-        });
+            at: at.clone(),
+        };
+        let (mut added, mut removed) = (in_parts(added), in_parts(removed));
+        let first = event(
+            change,
+            added.next().unwrap_or_default(),
+            removed.next().unwrap_or_default(),
+            related,
+        );
+        out.emit(first);
+        for part in added {
+            out.emit(event(ClusterChangeKind::Joined, part, vec![], vec![]));
+        }
+        for part in removed {
+            out.emit(event(ClusterChangeKind::Left, vec![], part, vec![]));
+        }
     }
+}
+
+/// The most bytes of URLs (as JSON strings, with their commas) one cluster event lists.
+const MAX_LIST_BYTES: usize = 256 * 1024;
+
+/// `urls` in consecutive parts of at most [`MAX_LIST_BYTES`] each (a longer URL alone).
+fn in_parts(urls: Vec<String>) -> impl Iterator<Item = Vec<String>> {
+    let mut parts: Vec<Vec<String>> = Vec::new();
+    let mut bytes = 0;
+    for u in urls {
+        let cost = u.len() + 3;
+        match parts.last_mut() {
+            Some(part) if bytes + cost <= MAX_LIST_BYTES => {
+                bytes += cost;
+                part.push(u);
+            }
+            _ => {
+                bytes = cost;
+                parts.push(vec![u]);
+            }
+        }
+    }
+    parts.into_iter()
 }
 
 fn level_tag(level: PairLevel) -> &'static str {
@@ -798,5 +841,81 @@ mod tests {
         c.add_pair("http://a.example/3", "http://b.example/3", 0, &mut out);
         assert_eq!(c.cluster_number("http://a.example/3"), Some(1));
         assert_eq!(c.stats().clusters, 3);
+    }
+
+    /// A merge and a split of thousands of pages are stated in events under the limit: the
+    /// change with the first part of the list, then `joined` or `left` with the rest, and
+    /// together they list every page that moved, once.
+    #[test]
+    fn a_merge_or_split_of_thousands_of_pages_is_stated_in_parts() {
+        let mut c = Clusters::new(PairLevel::VerySimilar);
+        let mut out = Emitter::new();
+        let url = |side: &str, i: usize| format!("http://{side}.example/{}/{i}", "d/".repeat(40));
+        // Two stars of 3,000 pages each (about 300 KB of URLs each).
+        for i in 1..3000 {
+            c.add_pair(&url("a", 0), &url("a", i), 0, &mut out);
+            c.add_pair(&url("b", 0), &url("b", i), 0, &mut out);
+        }
+        out.drain().for_each(drop);
+        let events = |out: &mut Emitter| -> Vec<ClusterEvent> {
+            out.drain()
+                .map(|e| {
+                    assert!(e.value.len() < MAX_LIST_BYTES + 2048, "{}", e.value.len());
+                    serde_json::from_slice(&e.value).unwrap()
+                })
+                .collect()
+        };
+        let listed = |evs: &[ClusterEvent], f: fn(&ClusterEvent) -> &Vec<String>| {
+            let mut all: Vec<String> = evs.iter().flat_map(|e| f(e).clone()).collect();
+            all.sort();
+            all
+        };
+        let mut b_side: Vec<String> = (0..3000).map(|i| url("b", i)).collect();
+        b_side.sort();
+
+        // A bridge merges them: the absorbed star's 3,000 URLs, in parts.
+        c.add_pair(&url("a", 0), &url("b", 0), 0, &mut out);
+        let merged = events(&mut out);
+        let kinds: Vec<ClusterChangeKind> = merged.iter().map(|e| e.change).collect();
+        assert_eq!(
+            kinds,
+            [ClusterChangeKind::Merged, ClusterChangeKind::Joined]
+        );
+        assert!(merged
+            .iter()
+            .all(|e| e.size == 6000 && e.removed.is_empty()));
+        assert_eq!(merged[0].related.len(), 1);
+        assert!(merged[1].related.is_empty());
+        assert_eq!(listed(&merged, |e| &e.added), b_side);
+
+        // Without it, they split again: `split` and `left` from the one, `created` and
+        // `joined` for the other, each listing the 3,000 that moved.
+        c.remove_pair(&url("a", 0), &url("b", 0), &mut out);
+        let split = events(&mut out);
+        let kinds: Vec<ClusterChangeKind> = split.iter().map(|e| e.change).collect();
+        use ClusterChangeKind::*;
+        assert_eq!(kinds, [Split, Left, Created, Joined]);
+        assert!(split.iter().all(|e| e.size == 3000));
+        let (old, new) = split.split_at(2);
+        assert_eq!(listed(old, |e| &e.removed), listed(new, |e| &e.added));
+        assert_eq!(listed(old, |e| &e.removed).len(), 3000);
+        assert!(old.iter().all(|e| e.cluster_id == old[0].cluster_id));
+        assert!(new.iter().all(|e| e.cluster_id == new[0].cluster_id));
+    }
+
+    #[test]
+    fn parts_keep_the_order_and_a_long_url_alone() {
+        let long = "x".repeat(MAX_LIST_BYTES);
+        let urls = vec!["a".to_owned(), long.clone(), "b".to_owned(), "c".to_owned()];
+        let parts: Vec<Vec<String>> = in_parts(urls).collect();
+        assert_eq!(
+            parts,
+            [
+                vec!["a".to_owned()],
+                vec![long],
+                vec!["b".to_owned(), "c".to_owned()]
+            ]
+        );
+        assert_eq!(in_parts(vec![]).count(), 0);
     }
 }
