@@ -56,10 +56,11 @@ pub struct TopologyArgs {
     #[arg(long, default_value = "5MiB", value_parser = parse_size, env = "NEARDUP_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
     /// Largest output record (key and value) in bytes: a larger one goes to the dead-letter
-    /// topic as `output_too_large` instead, so it cannot stop a run. (A signature event's lists
-    /// are capped to keep it under 512 KiB: only a URL of hundreds of kilobytes can pass it.) `neardup run`'s producer takes it as
-    /// its `message.max.bytes` (a smaller `-X message.max.bytes` is refused); keep it at most
-    /// the output topics' `max.message.bytes`. At least 512KiB (a dead letter's size).
+    /// topic as `output_too_large` instead, so it cannot stop a run (a signature event's lists
+    /// are capped to keep it under 512 KiB: only a URL of hundreds of kilobytes can pass it).
+    /// `neardup run`'s producer takes it as its `message.max.bytes` (a smaller
+    /// `-X message.max.bytes` is refused); keep it at most the output topics'
+    /// `max.message.bytes`. At least 512KiB (a dead letter's size).
     #[arg(long, default_value = "1000000", value_parser = parse_size, env = "NEARDUP_MAX_OUTPUT_BYTES")]
     pub max_output_bytes: usize,
     /// Memory for the signatures of recent fetches, by URL: a page fetched again with the same
