@@ -63,6 +63,7 @@ pub fn json(topo: &Topology, rounds: &[RoundFigures], inputs: &[String]) -> Valu
             "pages": s.pages,
             "no_content": s.no_content,
             "inconclusive": s.inconclusive,
+            "lists_capped": s.lists_capped,
             "dead_letters": dead,
             "outputs": outputs,
             "pairs_detected": s.pairs_detected,
@@ -362,6 +363,10 @@ fn totals(h: &mut String, t: &Value) {
         (
             "inconclusive",
             "fetches that kept the content (304, 429, 5xx)",
+        ),
+        (
+            "lists_capped",
+            "signature events with capped lists (out-links, chunks, paragraphs)",
         ),
         ("pairs_detected", "pair detections"),
         ("window_pages", "pages in the window at the end"),

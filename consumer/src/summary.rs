@@ -32,6 +32,13 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
             stats.inconclusive
         );
     }
+    if stats.lists_capped > 0 {
+        let _ = writeln!(
+            s,
+            "  lists capped    {:>10}   (signature events of pages with more out-links, chunks or paragraphs than an event carries; each says how many it left out)",
+            stats.lists_capped
+        );
+    }
     let _ = writeln!(
         s,
         "  pages/s         {:>10.0}",

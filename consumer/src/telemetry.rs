@@ -11,6 +11,7 @@
 //! | --- | --- | --- |
 //! | `neardup_input_records_total` | counter | |
 //! | `neardup_pages_total`, `neardup_no_content_total`, `neardup_inconclusive_total` | counter | (fetches with content; without; 304, 429 and 5xx, which keep the content) |
+//! | `neardup_signature_lists_capped_total` | counter | (signature events with out-links, chunks or paragraphs cut to their caps) |
 //! | `neardup_dead_letters_total` | counter | `reason` |
 //! | `neardup_output_records_total` | counter | `kind` (signatures, pairs, ...) |
 //! | `neardup_pairs_detected_total` | counter | |
@@ -173,6 +174,7 @@ pub fn record_topology(topo: &Topology) {
     counter!("neardup_pages_total").absolute(s.pages);
     counter!("neardup_no_content_total").absolute(s.no_content);
     counter!("neardup_inconclusive_total").absolute(s.inconclusive);
+    counter!("neardup_signature_lists_capped_total").absolute(s.lists_capped);
     counter!("neardup_pairs_detected_total").absolute(s.pairs_detected);
     counter!("neardup_repeats_skipped_total").absolute(s.repeats_skipped);
     counter!("neardup_event_time_leaps_total").absolute(topo.event_time_leaps());

@@ -198,6 +198,9 @@ pub struct Stats {
     pub pairs_detected: u64,
     /// Index and cluster stages: records of the previous stage received again and skipped.
     pub repeats_skipped: u64,
+    /// Signature events with a list cut to its cap (out-links, chunks or paragraphs: see
+    /// [`signer::ListCaps`]); each states how much it left out.
+    pub lists_capped: u64,
 }
 
 impl Stats {
@@ -897,6 +900,12 @@ impl Topology {
         .then(|| parts.map(|p| p.links().map(str::to_owned).collect()))
         .flatten();
         let sketch = signed.as_ref().map(|sg| &sg.sketch);
+        let caps = self.cfg.signer.caps;
+        if parts.is_some_and(|p| {
+            p.links_omitted > 0 || p.chunks_omitted > 0 || p.paragraphs.len() > caps.paragraphs
+        }) {
+            self.state.stats.lists_capped += 1;
+        }
         self.emitter.emit(SignatureEvent {
             schema: OutputKind::Signatures.schema().into(),
             event_id: String::new(),

@@ -46,6 +46,11 @@ fn the_signature_event_of_a_page_of_any_size_fits_the_smallest_limit() {
     let (b, _) = huge_page("http://b.example/index.html", 2);
     topo.process(&b, &source(2), &mut out);
     assert!(of_kind(&out, OutputKind::DeadLetter).is_empty());
+    assert_eq!(
+        topo.stats().lists_capped,
+        2,
+        "counted for the summary and metrics"
+    );
     let sizes: Vec<usize> = out.iter().map(|e| e.key.len() + e.value.len()).collect();
     assert!(sizes.iter().all(|&n| n <= SMALLEST_LIMIT), "{sizes:?}");
 
