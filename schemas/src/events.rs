@@ -103,9 +103,9 @@ pub struct ContentSignatures {
     pub rp: Vec<f64>,
     /// Out-links, resolved to absolute http(s) URLs, fragment dropped, in document order (none
     /// for a `text/plain` body, which has no markup); on a page whose links take more than the
-    /// cap (160 KiB of JSON by default), the first ones.
+    /// cap (160 KiB of JSON by default), each once, the first that fit.
     pub out_links: Vec<String>,
-    /// How many out-links the cap left out, from the end (absent: none).
+    /// How many out-links (repeats included) the cap left out (absent: none).
     #[serde(skip_serializing_if = "is_zero", default)]
     pub out_links_omitted: u32,
 }

@@ -1978,7 +1978,7 @@ impl Preparer {
             Body::Bytes(bytes) => charset::read_body(bytes, content_type)
                 .unwrap_or((std::borrow::Cow::Borrowed(""), "UTF-8")),
         };
-        let link_bytes = self.signer.config().caps.link_bytes;
+        let caps = self.signer.config().caps;
         let sig = match charset::is_plain_text(content_type) {
             true => self.signer.sign_plain(&html),
             false => self.signer.sign(&html, page_url.as_ref()),
@@ -1986,22 +1986,15 @@ impl Preparer {
         if sig.extraction.redirects() {
             return None;
         }
-        // The links the cap keeps: the first, while their JSON fits the budget.
-        let mut budget = link_bytes;
-        let (mut kept, mut kept_bytes) = (0, 0);
-        for l in sig.extraction.links() {
-            match budget.checked_sub(signer::ListCaps::link_cost(l)) {
-                Some(rest) => budget = rest,
-                None => break,
-            }
-            kept += 1;
-            kept_bytes += l.len();
-        }
-        let links_omitted = sig.extraction.links().count() - kept;
+        // The links the cap keeps (all of them, on almost every page).
+        let (kept, links_omitted) = match caps.keep_links(sig.extraction.links()) {
+            None => (sig.extraction.links().collect::<Vec<_>>(), 0),
+            Some(cut) => cut,
+        };
         // Sized exactly: the cache keeps them.
-        let mut links = String::with_capacity(kept_bytes);
-        let mut link_ends = Vec::with_capacity(kept);
-        for l in sig.extraction.links().take(kept) {
+        let mut links = String::with_capacity(kept.iter().map(|l| l.len()).sum());
+        let mut link_ends = Vec::with_capacity(kept.len());
+        for l in kept {
             links.push_str(l);
             link_ends.push(links.len());
         }

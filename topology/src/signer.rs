@@ -42,8 +42,10 @@ pub struct SignerConfig {
 /// states how much of it was left out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCaps {
-    /// Out-links are kept in document order while their JSON (each link, its quotes and a
-    /// comma) takes at most this many bytes; the rest are counted, not kept.
+    /// Out-links are kept, in document order, while their JSON (each link, its quotes and a
+    /// comma) takes at most this many bytes. A page over it loses its repeated links first
+    /// (each stays where it first occurs: what neardup reads of links is the set a page links
+    /// to), then the distinct links past the budget; the rest are counted, not kept.
     pub link_bytes: usize,
     /// Cho's chunks: only the smallest this many fingerprints are kept. The smallest k of a
     /// set are a consistent sample of it (bottom-k): two pages' samples still estimate their
@@ -66,6 +68,33 @@ impl Default for ListCaps {
 }
 
 impl ListCaps {
+    /// The links of `links` (in document order) that the cap keeps and how many it leaves
+    /// out; `None` when it keeps them all.
+    pub fn keep_links<'a, I>(&self, links: I) -> Option<(Vec<&'a str>, usize)>
+    where
+        I: Iterator<Item = &'a str> + Clone,
+    {
+        if links.clone().map(Self::link_cost).sum::<usize>() <= self.link_bytes {
+            return None;
+        }
+        let total = links.clone().count();
+        let mut seen = std::collections::HashSet::new();
+        let mut budget = self.link_bytes;
+        let mut kept = Vec::new();
+        for l in links {
+            if !seen.insert(l) {
+                continue;
+            }
+            match budget.checked_sub(Self::link_cost(l)) {
+                Some(rest) => budget = rest,
+                None => break,
+            }
+            kept.push(l);
+        }
+        let omitted = total - kept.len();
+        Some((kept, omitted))
+    }
+
     /// What a link takes of [`ListCaps::link_bytes`]: at most its JSON string and a comma. A
     /// resolved link percent-encodes almost every character JSON escapes; a backslash in a query
     /// is one it keeps.
@@ -378,6 +407,40 @@ mod tests {
             .sign("<p>One. Two. Three.</p>", None)
             .clone();
         assert_eq!(small.chunks_omitted, 0);
+    }
+
+    #[test]
+    fn the_cap_on_links_drops_repeats_first_then_the_tail() {
+        let caps = ListCaps {
+            link_bytes: 3 * ListCaps::link_cost("http://a.example/1"),
+            ..ListCaps::default()
+        };
+        let links = |v: &[&'static str]| v.to_vec();
+        let l = |i: u8| -> &'static str {
+            [
+                "http://a.example/1",
+                "http://a.example/2",
+                "http://a.example/3",
+                "http://a.example/4",
+            ][usize::from(i) - 1]
+        };
+        // Within the budget, repeats and all: nothing is cut.
+        assert_eq!(
+            caps.keep_links(links(&[l(1), l(2), l(1)]).into_iter()),
+            None
+        );
+        // Over it: the repeats go first, and that is enough.
+        let page = links(&[l(1), l(2), l(1), l(3), l(2)]);
+        assert_eq!(
+            caps.keep_links(page.into_iter()),
+            Some((vec![l(1), l(2), l(3)], 2))
+        );
+        // Still over it: the distinct links past the budget go too, counted with the repeats.
+        let page = links(&[l(1), l(1), l(2), l(3), l(4), l(1)]);
+        assert_eq!(
+            caps.keep_links(page.into_iter()),
+            Some((vec![l(1), l(2), l(3)], 3))
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub struct Extraction {
 impl Extraction {
     /// Out-links (`<a>`, `<area>`, `<frame>`, `<iframe>`), resolved against the page URL (or its
     /// `<base href>`), http(s) only, fragment dropped, in document order, duplicates kept.
-    pub fn links(&self) -> impl Iterator<Item = &str> + '_ {
+    pub fn links(&self) -> impl Iterator<Item = &str> + Clone + '_ {
         let starts = std::iter::once(0).chain(self.link_ends.iter().copied());
         starts
             .zip(self.link_ends.iter())

@@ -58,7 +58,8 @@ fn the_signature_event_of_a_page_of_any_size_fits_the_smallest_limit() {
     assert_eq!(signatures.len(), 2);
     let c = &signatures[0]["content"];
     let caps = ListCaps::default();
-    // The first links in document order, as many as the budget holds, and a count of the rest.
+    // The links are distinct: the first in document order, as many as the budget holds, and a
+    // count of the rest.
     let kept = c["out_links"].as_array().unwrap();
     let want: Vec<String> = (0..kept.len())
         .map(|i| format!("http://a.example/d/{i}.html"))
