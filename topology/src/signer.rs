@@ -127,7 +127,7 @@ impl SignerConfig {
     /// Everything the signatures depend on, in words: hashed into the parameter fingerprint.
     pub fn describe(&self) -> String {
         format!(
-            "tokenizer=v{};text/plain=as text;text_hash=xxh3-128(terms joined by ' ');{};{};chunks={:?};paragraphs=pereira(150,3,450,seed {:#x});rp={:?};max_terms={};lists=links<={}B,chunks<={},paragraphs<={}",
+            "tokenizer=v{};text/plain=as text;text_hash=xxh3-128(terms joined by ' ');{};{};chunks={:?};paragraphs=pereira(150,3,450,seed {:#x});rp={:?};max_terms={};lists=links<={}B(repeats cut first),chunks<={},paragraphs<={}",
             crate::TOKENIZER_VERSION,
             minhash::describe(&self.profile),
             simhash::describe(),
