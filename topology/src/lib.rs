@@ -121,8 +121,9 @@ pub struct Config {
     /// The largest output record (key and value, in bytes) the topology publishes: a larger
     /// one (a signature event's lists are capped, [`signer::ListCaps`], so in practice one
     /// of a URL of hundreds of kilobytes) becomes an `output_too_large` dead letter instead,
-    /// so that a Kafka producer and topic that accept records this large never stop on it (default 1,000,000, librdkafka's
-    /// `message.max.bytes` and about Kafka's default `max.message.bytes`).
+    /// so that a Kafka producer and topic that accept records this large never stop on it
+    /// (default 1,000,000, librdkafka's `message.max.bytes` and about Kafka's default
+    /// `max.message.bytes`).
     pub max_output_bytes: usize,
     /// Split stages only: mirrors and collections run in a mirror stage of their own
     /// ([`Role::Mirror`]), fed by the cluster stage, instead of in the cluster stage. The

@@ -303,7 +303,9 @@ mod tests {
         /// the links come back as they went in.
         #[test]
         fn content_is_the_json_of_content_signatures(
-            p in arb_parts(), emit in any::<bool>(), max in prop_oneof![0usize..25, Just(usize::MAX)],
+            p in arb_parts(),
+            emit in any::<bool>(),
+            max in prop_oneof![0usize..25, Just(usize::MAX)],
         ) {
             let signed = Signed::new(Arc::new(p.clone()), emit, max);
             let want = serde_json::to_string(&content_signatures(&p, emit, max)).unwrap();

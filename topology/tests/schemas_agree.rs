@@ -116,6 +116,9 @@ fn realistic_input() -> Vec<(Vec<u8>, Option<DeadLetterReason>)> {
         serde_json::to_vec(&v).unwrap()
     };
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let many_items: String = (0..100)
+        .map(|i| format!("<a href={i}>Item {i}. Of {i}.</a><br>"))
+        .collect();
     vec![
         // cluster of b1: created (u1 canonical: seen first), joined, left (not canonical: restore)
         ok(page(u1, 0, 200, Some(b1))),
@@ -169,7 +172,7 @@ fn realistic_input() -> Vec<(Vec<u8>, Option<DeadLetterReason>)> {
             "http://links.example/a/long/directory/path/of/links/",
             60,
             200,
-            Some(&(0..100).map(|i| format!("<a href={i}>Item {i}. Of {i}.</a><br>")).collect::<String>()),
+            Some(&many_items),
         )),
         // a URL so long that the signature event is over max_output_bytes (8 KiB here)
         bad(
