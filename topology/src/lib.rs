@@ -1987,18 +1987,12 @@ impl Preparer {
         if sig.extraction.redirects() {
             return None;
         }
-        // The links the cap keeps (all of them, on almost every page).
-        let (kept, links_omitted) = match caps.keep_links(sig.extraction.links()) {
-            None => (sig.extraction.links().collect::<Vec<_>>(), 0),
-            Some(cut) => cut,
+        // The links the cap keeps: all of them, without a list of their own, on almost
+        // every page.
+        let ((links, link_ends), links_omitted) = match caps.keep_links(sig.extraction.links()) {
+            None => (concat_links(sig.extraction.links()), 0),
+            Some((kept, omitted)) => (concat_links(kept.into_iter()), omitted),
         };
-        // Sized exactly: the cache keeps them.
-        let mut links = String::with_capacity(kept.iter().map(|l| l.len()).sum());
-        let mut link_ends = Vec::with_capacity(kept.len());
-        for l in kept {
-            links.push_str(l);
-            link_ends.push(links.len());
-        }
         Some(SignedParts {
             checksum,
             text_hash: sig.text_hash,
@@ -2020,6 +2014,17 @@ impl Preparer {
             links_omitted: u32::try_from(links_omitted).unwrap_or(u32::MAX),
         })
     }
+}
+
+/// `links` concatenated, with where each ends, sized exactly (the sign cache keeps them).
+fn concat_links<'a>(links: impl Iterator<Item = &'a str> + Clone) -> (String, Vec<usize>) {
+    let mut all = String::with_capacity(links.clone().map(str::len).sum());
+    let mut ends = Vec::with_capacity(links.clone().count());
+    for l in links {
+        all.push_str(l);
+        ends.push(all.len());
+    }
+    (all, ends)
 }
 
 fn is_detected(value: &[u8]) -> bool {
