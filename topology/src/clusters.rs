@@ -791,7 +791,8 @@ impl Clusters {
     }
 }
 
-/// The most bytes of URLs (as JSON strings, with their commas) one cluster event lists.
+/// The most bytes of URLs (as JSON strings, with their commas, as
+/// [`crate::signer::ListCaps::link_cost`] counts them) one cluster event lists.
 const MAX_LIST_BYTES: usize = 256 * 1024;
 
 /// `urls` in consecutive parts of at most [`MAX_LIST_BYTES`] each (a longer URL alone).
@@ -799,7 +800,7 @@ fn in_parts(urls: Vec<String>) -> impl Iterator<Item = Vec<String>> {
     let mut parts: Vec<Vec<String>> = Vec::new();
     let mut bytes = 0;
     for u in urls {
-        let cost = u.len() + 3;
+        let cost = crate::signer::ListCaps::link_cost(&u);
         match parts.last_mut() {
             Some(part) if bytes + cost <= MAX_LIST_BYTES => {
                 bytes += cost;

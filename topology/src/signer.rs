@@ -97,7 +97,7 @@ impl ListCaps {
 
     /// What a link takes of [`ListCaps::link_bytes`]: at most its JSON string and a comma. A
     /// resolved link percent-encodes almost every character JSON escapes; a backslash in a query
-    /// is one it keeps.
+    /// is one it keeps. (The cluster events' URL lists are measured with it too.)
     pub fn link_cost(link: &str) -> usize {
         let escapes: usize = link
             .bytes()
