@@ -2442,6 +2442,100 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A partition's hand-over waits for the broker at most `--drain-timeout`, even when its
+/// commit is never answered (as a broker that dies mid-rebalance leaves it): the first
+/// instance's commit goes through `tests/kafka-front.py --swallow-first-commit`, which drops it
+/// and silences that connection. The hand-over runs inside the run loop's poll of the
+/// consumer, so the whole instance waits with it; with librdkafka's synchronous commit, used
+/// before, it took 11 s here (until librdkafka dropped the silent connection), and the commit's
+/// own timeout is a minute. Both instances then stop cleanly. (What the next owner does after a lost commit, starting at the last commit and
+/// repeating outputs with their ids, is `a_second_instance_joining_and_leaving_loses_nothing`'s
+/// and the fault tests' to check: tansu's group does not settle after a member's requests go
+/// unanswered, and a later member of it may wait for minutes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_whose_commit_is_never_answered_is_bounded() {
+    let front_port = free_port();
+    let (broker, _broker) = private_broker_advertising(Some(front_port));
+    let broker_port = broker.rsplit(':').next().unwrap();
+    let _front = kafka_front(&[
+        "serve",
+        &front_port.to_string(),
+        broker_port,
+        "--swallow-first-commit",
+    ]);
+    let s = Setup::on("swallowed", format!("127.0.0.1:{front_port}")).await;
+    let sample = big_sample();
+    s.produce(&sample).await;
+    let total_signatures = signature_count(&sample);
+    let dir = std::env::temp_dir().join(format!("neardup-swallowed-{}", s.group));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let read = |log: &std::path::Path| std::fs::read_to_string(log).unwrap_or_default();
+    // No periodic commit: the first commit through the front is the hand-over's. One record
+    // at a time, so that the input outlasts the first instance's start.
+    let args = [
+        "--max-in-flight",
+        "1",
+        "--commit-interval",
+        "1h",
+        "--drain-timeout",
+        "3s",
+    ];
+    let mut a =
+        KillOnDrop(s.spawn_logged(&[&args[..], &["-X", "client.id=zz-first"]].concat(), &log_a));
+    wait_until(
+        "the first instance made no progress",
+        Duration::from_secs(120),
+        &|| read(&log_a),
+        &|| s.count(OutputKind::Signatures) >= total_signatures / 8,
+    );
+    let mut b = KillOnDrop(s.spawn_logged(
+        &[&args[..], &["-X", "client.id=aa-second"]].concat(),
+        &log_b,
+    ));
+    wait_until(
+        "the first instance's hand-over never gave up on its commit",
+        Duration::from_secs(150),
+        &|| read(&log_a),
+        &|| read(&log_a).contains("commit before releasing partitions failed"),
+    );
+    let log = read(&log_a);
+    assert!(
+        log.contains("the broker did not confirm it within"),
+        "the hand-over did not wait for its confirmation:\n{log}"
+    );
+    // The hand-over, by the log's clock: the flush, then the 3 s wait for the commit. Before,
+    // the synchronous commit waited until librdkafka gave up on the silent connection, when the
+    // heartbeat behind the commit timed out (the 10 s session timeout; the commit's own timeout
+    // was a minute).
+    let at = |what: &str| {
+        let line = log.lines().find(|l| l.contains(what)).unwrap();
+        let time = line.split_whitespace().next().unwrap();
+        let [h, m, sec] =
+            [11..13, 14..16, 17..time.len() - 1].map(|r| time[r].parse::<f64>().unwrap());
+        (h * 60.0 + m) * 60.0 + sec
+    };
+    let took = (at("commit before releasing partitions failed")
+        - at("releasing partitions: flushing"))
+    .rem_euclid(86_400.0);
+    assert!(
+        (3.0..8.0).contains(&took),
+        "the hand-over took {took:.3} s:\n{log}"
+    );
+    assert!(
+        signal_and_wait(&mut b.0, "-TERM").success(),
+        "{}",
+        read(&log_b)
+    );
+    assert!(
+        signal_and_wait(&mut a.0, "-TERM").success(),
+        "{}",
+        read(&log_a)
+    );
+    eprintln!("swallowed hand-over commit: given up after {took:.3} s");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// True (and said) when the PostgreSQL-backed broker could not be installed here
 /// (`NEARDUP_SKIP_PG_BROKER`, set by tests/run-all.sh).
 fn pg_broker_skipped(test: &str) -> bool {

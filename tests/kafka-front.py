@@ -15,6 +15,10 @@ SCRAM).
       but ApiVersions reaches the broker (the front answers SaslHandshake and SaslAuthenticate
       itself, as a Kafka broker does: a wrong password gets SASL_AUTHENTICATION_FAILED and the
       connection is closed).
+      --swallow-first-commit: the first OffsetCommit request any client sends through the front
+      is never answered, and its connection goes silent both ways from then on (the client's
+      requests on it time out; a new connection is served again). Says so on stderr when it
+      happens.
       Prints "ready" once it listens. The broker must advertise LISTEN_PORT, so that clients reach
       it through the front after bootstrap.
 
@@ -27,7 +31,7 @@ import struct
 import subprocess
 import sys
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+OFFSET_COMMIT, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 8, 18, 17, 36
 SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE = 58, 33, 34
 
 
@@ -170,7 +174,51 @@ async def pipe(reader, writer):
             pass
 
 
-async def serve(listen_port, broker_port, tls_dir, require_client_cert, plain):
+async def pipe_requests(reader, writer, silent, swallow):
+    """Client to broker, request by request: the first OffsetCommit of the front (`swallow`
+    holds whether it is still to come) is dropped, and the connection's `silent` event set, so
+    nothing more passes either way on it."""
+    try:
+        while True:
+            req = await read_frame(reader)
+            if silent.is_set():
+                continue
+            if swallow[0] and struct.unpack(">h", req[:2])[0] == OFFSET_COMMIT:
+                swallow[0] = False
+                silent.set()
+                print("kafka-front: an OffsetCommit request swallowed", file=sys.stderr, flush=True)
+                continue
+            writer.write(frame(req))
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError, struct.error):
+        pass
+    finally:
+        try:
+            writer.close()
+        except Exception:
+            pass
+
+
+async def pipe_responses(reader, writer, silent):
+    """Broker to client, until the connection goes silent."""
+    try:
+        while data := await reader.read(65536):
+            if silent.is_set():
+                continue
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, ssl.SSLError, OSError):
+        pass
+    finally:
+        if not silent.is_set():
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+
+async def serve(listen_port, broker_port, tls_dir, require_client_cert, plain, swallow_commit=False):
+    swallow = [swallow_commit]
     ctx = None
     if tls_dir:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -195,6 +243,11 @@ async def serve(listen_port, broker_port, tls_dir, require_client_cert, plain):
                 client_writer.close()
                 broker_writer.close()
                 return
+        if swallow_commit:
+            silent = asyncio.Event()
+            await asyncio.gather(pipe_requests(client_reader, broker_writer, silent, swallow),
+                                 pipe_responses(broker_reader, client_writer, silent))
+            return
         await asyncio.gather(pipe(client_reader, broker_writer), pipe(broker_reader, client_writer))
 
     server = await asyncio.start_server(handle, "127.0.0.1", listen_port, ssl=ctx)
@@ -209,7 +262,7 @@ def main(argv):
     if len(argv) < 3 or argv[0] != "serve":
         sys.exit(__doc__)
     listen_port, broker_port, rest = int(argv[1]), int(argv[2]), argv[3:]
-    tls_dir, require_client_cert, plain = None, False, None
+    tls_dir, require_client_cert, plain, swallow = None, False, None, False
     while rest:
         if rest[0] == "--tls" and len(rest) > 1:
             tls_dir, rest = rest[1], rest[2:]
@@ -217,9 +270,11 @@ def main(argv):
             require_client_cert, rest = True, rest[1:]
         elif rest[0] == "--plain" and len(rest) > 1 and ":" in rest[1]:
             plain, rest = tuple(rest[1].split(":", 1)), rest[2:]
+        elif rest[0] == "--swallow-first-commit":
+            swallow, rest = True, rest[1:]
         else:
             sys.exit(__doc__)
-    asyncio.run(serve(listen_port, broker_port, tls_dir, require_client_cert, plain))
+    asyncio.run(serve(listen_port, broker_port, tls_dir, require_client_cert, plain, swallow))
 
 
 if __name__ == "__main__":

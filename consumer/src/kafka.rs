@@ -285,6 +285,10 @@ pub struct RunContext {
     lost: Arc<AtomicBool>,
     /// The stage whose metrics the callbacks record, in a process that runs several.
     stage: Option<&'static str>,
+    /// The consumer group, and a client of it that never joins: the hand-over's commit is read
+    /// back through it, so a release waits at most `flush_timeout` for the broker.
+    group: String,
+    handover_reader: std::sync::Mutex<Prober>,
 }
 
 /// The producer of `run`: its errors go through the same [`Throttle`] as the consumer's.
@@ -363,6 +367,42 @@ impl ClientContext for RunContext {
     }
 }
 
+impl RunContext {
+    /// Commits `offsets` and waits, at most `flush_timeout`, until the broker shows them. The
+    /// run loop is inside its poll of the consumer meanwhile, so this wait holds up the whole
+    /// instance. librdkafka's synchronous commit has no bound of its own: a commit that its
+    /// coordinator never answered held the release until librdkafka dropped the connection,
+    /// 11 s later, when a heartbeat queued behind the commit timed out
+    /// (`a_hand_over_whose_commit_is_never_answered_is_bounded`); the commit's own timeout is
+    /// `socket.timeout.ms`, a minute. So the commit is sent asynchronously and read back, as
+    /// the run loop's confirmed commits are (see [`confirm`]).
+    fn commit_before_release(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        offsets: &TopicPartitionList,
+    ) -> std::result::Result<(), String> {
+        consumer
+            .commit(offsets, CommitMode::Async)
+            .map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + self.flush_timeout;
+        let mut wanted: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
+        for e in offsets.elements() {
+            if let Offset::Offset(next) = e.offset() {
+                wanted
+                    .entry(e.topic().to_owned())
+                    .or_default()
+                    .insert(e.partition(), next);
+            }
+        }
+        let mut reader = self.handover_reader.lock().expect("hand-over reader");
+        for (topic, wanted) in &wanted {
+            let left = deadline.saturating_duration_since(Instant::now());
+            confirm(&mut reader, &self.group, topic, wanted, left)?;
+        }
+        Ok(())
+    }
+}
+
 impl ConsumerContext for RunContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(tpl) = rebalance else {
@@ -384,14 +424,14 @@ impl ConsumerContext for RunContext {
                     offsets.add_partition_offset(e.topic(), e.partition(), Offset::Offset(next));
             }
         }
+        info!(partitions = ?partitions(tpl), lost, "releasing partitions: flushing their outputs, then committing");
         match rdkafka::producer::Producer::flush(&self.producer, self.flush_timeout) {
             // Lost partitions (the session expired: the broker out of reach, or a stall) are
-            // the group's to give away already: it would refuse the commit, and with the broker
-            // gone, librdkafka's synchronous commit would wait for it unbounded.
+            // the group's to give away already: it would refuse the commit.
             Ok(()) if lost && offsets.count() > 0 => {
                 warn!(offsets = ?partitions(&offsets), "partitions lost (this instance's session in the group expired): their outputs are flushed but their offsets not committed; the next owner repeats some outputs")
             }
-            Ok(()) if offsets.count() > 0 => match consumer.commit(&offsets, CommitMode::Sync) {
+            Ok(()) if offsets.count() > 0 => match self.commit_before_release(consumer, &offsets) {
                 Ok(()) => {
                     info!(offsets = ?partitions(&offsets), "outputs flushed and offsets committed before the partitions are released")
                 }
@@ -609,6 +649,8 @@ pub async fn run(
             throttle: throttle.clone(),
             lost: lost.clone(),
             stage: telemetry::current_stage(),
+            group: opts.group.clone(),
+            handover_reader: std::sync::Mutex::new(Prober::new(opts)),
         })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
 
