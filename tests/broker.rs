@@ -2448,22 +2448,15 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
 /// and silences that connection. The hand-over runs inside the run loop's poll of the
 /// consumer, so the whole instance waits with it; with librdkafka's synchronous commit, used
 /// before, it took 11 s here (until librdkafka dropped the silent connection), and the commit's
-/// own timeout is a minute. Both instances then stop cleanly. (What the next owner does after a lost commit, starting at the last commit and
-/// repeating outputs with their ids, is `a_second_instance_joining_and_leaving_loses_nothing`'s
-/// and the fault tests' to check: tansu's group does not settle after a member's requests go
-/// unanswered, and a later member of it may wait for minutes.)
+/// own timeout is a minute. Both instances then stop cleanly. (What the next owner does after
+/// a lost commit, starting at the last commit and repeating outputs with their ids, is
+/// `a_second_instance_joining_and_leaving_loses_nothing`'s and the fault tests' to check:
+/// tansu's group does not settle after a member's requests go unanswered, and a later member
+/// of it may wait for minutes.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_over_whose_commit_is_never_answered_is_bounded() {
-    let front_port = free_port();
-    let (broker, _broker) = private_broker_advertising(Some(front_port));
-    let broker_port = broker.rsplit(':').next().unwrap();
-    let _front = kafka_front(&[
-        "serve",
-        &front_port.to_string(),
-        broker_port,
-        "--swallow-first-commit",
-    ]);
-    let s = Setup::on("swallowed", format!("127.0.0.1:{front_port}")).await;
+    let (brokers, _broker, _front) = fronted_broker(&["--swallow-first-commit"]);
+    let s = Setup::on("swallowed", brokers).await;
     let sample = big_sample();
     s.produce(&sample).await;
     let total_signatures = signature_count(&sample);
@@ -2708,6 +2701,18 @@ fn scram_credentials() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A private broker behind a `tests/kafka-front.py serve` started with `front_args`, the broker
+/// advertising the front's port so that every connection goes through it: the address for
+/// clients (the front's), the broker and the front.
+fn fronted_broker(front_args: &[&str]) -> (String, KillOnDrop, Option<KillOnDrop>) {
+    let front_port = free_port();
+    let (broker, process) = private_broker_advertising(Some(front_port));
+    let broker_port = broker.rsplit(':').next().unwrap();
+    let listen = front_port.to_string();
+    let front = kafka_front(&[&["serve", &listen, broker_port][..], front_args].concat());
+    (format!("127.0.0.1:{front_port}"), process, front)
+}
+
 /// Runs `tests/kafka-front.py ARGS`: for `serve`, waits until it listens and returns the process
 /// (killed when dropped); for `certs`, waits until it is done.
 fn kafka_front(args: &[&str]) -> Option<KillOnDrop> {
@@ -2745,23 +2750,14 @@ fn kafka_front(args: &[&str]) -> Option<KillOnDrop> {
 /// naming the properties; with the right one it publishes exactly the oracle's outputs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sasl_plain_against_a_broker_that_requires_it() {
-    let front_port = free_port();
-    let (broker, _broker) = private_broker_advertising(Some(front_port));
-    let broker_port = broker.rsplit(':').next().unwrap();
-    let _front = kafka_front(&[
-        "serve",
-        &front_port.to_string(),
-        broker_port,
-        "--plain",
-        "neardup:pl4in-pw",
-    ]);
+    let (brokers, _broker, _front) = fronted_broker(&["--plain", "neardup:pl4in-pw"]);
     let auth = vec![
         ("security.protocol", "SASL_PLAINTEXT".into()),
         ("sasl.mechanism", "PLAIN".into()),
         ("sasl.username", "neardup".into()),
         ("sasl.password", "pl4in-pw".into()),
     ];
-    let s = Setup::authenticated("plain", format!("127.0.0.1:{front_port}"), auth).await;
+    let s = Setup::authenticated("plain", brokers, auth).await;
     let sample = sample_crawl(&SampleOptions::default());
     s.produce(&sample).await;
     s.expect_refusal(

@@ -160,18 +160,27 @@ async def authenticate(client_reader, client_writer, broker_reader, broker_write
         await client_writer.drain()
 
 
-async def pipe(reader, writer):
+def close(writer):
+    try:
+        writer.close()
+    except Exception:
+        pass
+
+
+async def pipe(reader, writer, silent=None):
+    """Bytes as they come, until the reader's end; once `silent` (an event) is set, they are
+    dropped and the writer is left open."""
     try:
         while data := await reader.read(65536):
+            if silent is not None and silent.is_set():
+                continue
             writer.write(data)
             await writer.drain()
     except (ConnectionError, ssl.SSLError, OSError):
         pass
     finally:
-        try:
-            writer.close()
-        except Exception:
-            pass
+        if silent is None or not silent.is_set():
+            close(writer)
 
 
 async def pipe_requests(reader, writer, silent, swallow):
@@ -193,28 +202,7 @@ async def pipe_requests(reader, writer, silent, swallow):
     except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError, struct.error):
         pass
     finally:
-        try:
-            writer.close()
-        except Exception:
-            pass
-
-
-async def pipe_responses(reader, writer, silent):
-    """Broker to client, until the connection goes silent."""
-    try:
-        while data := await reader.read(65536):
-            if silent.is_set():
-                continue
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, ssl.SSLError, OSError):
-        pass
-    finally:
-        if not silent.is_set():
-            try:
-                writer.close()
-            except Exception:
-                pass
+        close(writer)
 
 
 async def serve(listen_port, broker_port, tls_dir, require_client_cert, plain, swallow_commit=False):
@@ -246,7 +234,7 @@ async def serve(listen_port, broker_port, tls_dir, require_client_cert, plain, s
         if swallow_commit:
             silent = asyncio.Event()
             await asyncio.gather(pipe_requests(client_reader, broker_writer, silent, swallow),
-                                 pipe_responses(broker_reader, client_writer, silent))
+                                 pipe(broker_reader, client_writer, silent))
             return
         await asyncio.gather(pipe(client_reader, broker_writer), pipe(broker_reader, client_writer))
 
