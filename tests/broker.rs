@@ -2442,8 +2442,8 @@ async fn a_second_instance_joining_and_leaving_loses_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A partition's hand-over waits for the broker at most `--drain-timeout`, even when its
-/// commit is never answered (as a broker that dies mid-rebalance leaves it): the first
+/// A partition's hand-over waits for the broker to confirm its commit at most 5 s, or
+/// `--drain-timeout` if shorter (3 s here), even when the commit is never answered (as a broker that dies mid-rebalance leaves it): the first
 /// instance's commit goes through `tests/kafka-front.py --swallow-first-commit`, which drops it
 /// and silences that connection. The hand-over runs inside the run loop's poll of the
 /// consumer, so the whole instance waits with it; with librdkafka's synchronous commit, used

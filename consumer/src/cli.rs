@@ -403,8 +403,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "5m", value_parser = parse_duration, env = "NEARDUP_CHECKPOINT_INTERVAL")]
     pub checkpoint_interval: Duration,
     /// How long shutdown may wait for in-flight outputs before it gives up (without committing
-    /// them). Also bounds each wait for the broker when a partition is handed over in a
-    /// rebalance: the flush of its outputs, then the confirmation of its commit.
+    /// them). Also bounds the flush of a partition's outputs when it is handed over in a
+    /// rebalance (the confirmation of its commit then waits at most 5 s, or this if shorter).
     #[arg(long, default_value = "30s", value_parser = parse_duration, env = "NEARDUP_DRAIN_TIMEOUT")]
     pub drain_timeout: Duration,
     /// Records of several input partitions are applied in event-time order: a record waits

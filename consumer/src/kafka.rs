@@ -286,7 +286,8 @@ pub struct RunContext {
     /// The stage whose metrics the callbacks record, in a process that runs several.
     stage: Option<&'static str>,
     /// The consumer group, and a client of it that never joins: the hand-over's commit is read
-    /// back through it, so a release waits at most `flush_timeout` for the broker.
+    /// back through it, so a release waits for the broker only so long (see
+    /// [`RunContext::commit_before_release`]).
     group: String,
     handover_reader: std::sync::Mutex<Prober>,
 }
@@ -367,12 +368,19 @@ impl ClientContext for RunContext {
     }
 }
 
+/// The longest a partition's hand-over waits for the broker to confirm its commit (shorter if
+/// `--drain-timeout` is). A confirmation takes milliseconds; one that has not come by then is
+/// most likely lost, and every member of the group waits for this one meanwhile. Giving up
+/// costs only repeated outputs: the next owner starts at the last commit.
+const HANDOVER_COMMIT_WAIT: Duration = Duration::from_secs(5);
+
 impl RunContext {
-    /// Commits `offsets` and waits, at most `flush_timeout`, until the broker shows them. The
-    /// run loop is inside its poll of the consumer meanwhile, so this wait holds up the whole
-    /// instance. librdkafka's synchronous commit has no bound of its own: a commit that its
-    /// coordinator never answered held the release until librdkafka dropped the connection,
-    /// 11 s later, when a heartbeat queued behind the commit timed out
+    /// Commits `offsets` and waits until the broker shows them, at most
+    /// [`HANDOVER_COMMIT_WAIT`] or `flush_timeout`, whichever is shorter. The run loop is inside
+    /// its poll of the consumer meanwhile, so this wait holds up the whole instance.
+    /// librdkafka's synchronous commit has no bound of its own: a commit that its coordinator
+    /// never answered held the release until librdkafka dropped the connection, 11 s later,
+    /// when a heartbeat queued behind the commit timed out
     /// (`a_hand_over_whose_commit_is_never_answered_is_bounded`); the commit's own timeout is
     /// `socket.timeout.ms`, a minute. So the commit is sent asynchronously and read back, as
     /// the run loop's confirmed commits are (see [`confirm`]).
@@ -384,7 +392,7 @@ impl RunContext {
         consumer
             .commit(offsets, CommitMode::Async)
             .map_err(|e| e.to_string())?;
-        let deadline = Instant::now() + self.flush_timeout;
+        let deadline = Instant::now() + self.flush_timeout.min(HANDOVER_COMMIT_WAIT);
         let mut wanted: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
         for e in offsets.elements() {
             if let Offset::Offset(next) = e.offset() {
