@@ -699,6 +699,34 @@ async fn run_produces_exactly_the_replay_outputs() {
 /// Kafka producers often compress with zstd: neardup reads an input topic so compressed (its
 /// librdkafka is built with libzstd; without it, every fetch of such a batch fails), and
 /// `-X compression.type=zstd` compresses its outputs so.
+/// A run with `--exit-at-end` stops once its input is read, whatever its commit interval: it
+/// looked for the end only when it committed, so with `--commit-interval 1h` it sat at the end
+/// of its input for the hour. The final commit still happens, at the input's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_at_end_stops_at_the_end_whatever_the_commit_interval() {
+    let s = Setup::new("longcommit").await;
+    let sample = sample_crawl(&SampleOptions::default());
+    s.produce(&sample).await;
+    let mut child = s.spawn(&["--exit-at-end", "--commit-interval", "1h"]);
+    assert!(wait_exit(&mut child, Duration::from_secs(60)).success());
+    let got = s.read_outputs();
+    let want = s.oracle(&sample);
+    assert_same(
+        OutputKind::Signatures,
+        &got[&OutputKind::Signatures],
+        &want[&OutputKind::Signatures],
+    );
+    let c: BaseConsumer = s.config().set("group.id", &s.group).create().unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(&s.input, 0);
+    let committed = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        committed.elements()[0].offset(),
+        Offset::Offset(sample.records.len() as i64),
+        "the final commit is not at the input's end"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zstd_compressed_input_gives_the_outputs_of_a_plain_one() {
     let s = Setup::new("zstd").await;

@@ -801,7 +801,16 @@ pub async fn run(
     // Partitions this instance owned before and applied further than their next owner
     // committed: records below `state_from` were applied and their outputs delivered here.
     let mut ahead: HashSet<i32> = HashSet::new();
-    let mut tick = tokio::time::interval(opts.commit_interval);
+    // Under --exit-at-end each tick also looks whether the input is read to its end, so the
+    // loop ticks at least once a second (a run with `--commit-interval 1h` sat at the end of
+    // its input for the hour); the commit still waits for its own interval.
+    let tick_period = if opts.exit_at_end {
+        opts.commit_interval.min(Duration::from_secs(1))
+    } else {
+        opts.commit_interval
+    };
+    let mut tick = tokio::time::interval(tick_period);
+    let mut last_commit = Instant::now();
     // A tick that took longer than the interval (asking the broker whether the stages before
     // this one are done, under --exit-at-end) must not be followed by a burst of ticks: the
     // loop prefers ticks to records, and would read none meanwhile.
@@ -1207,7 +1216,10 @@ pub async fn run(
                 if let Some(t) = last_checkpoint {
                     checkpoint_age.set(t.elapsed().as_secs_f64());
                 }
-                commit(&consumer, &opts.input_topic, &acked, &mut committed, Commit::Async)?;
+                if tick_period == opts.commit_interval || last_commit.elapsed() >= opts.commit_interval {
+                    commit(&consumer, &opts.input_topic, &acked, &mut committed, Commit::Async)?;
+                    last_commit = Instant::now();
+                }
                 telemetry::record_topology(&topo);
                 telemetry::record_sign_cache(&sign_cache.stats());
                 in_flight_gauge.set(in_flight.len() as f64);
