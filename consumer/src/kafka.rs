@@ -392,22 +392,21 @@ impl RunContext {
         consumer
             .commit(offsets, CommitMode::Async)
             .map_err(|e| e.to_string())?;
-        let deadline = Instant::now() + self.flush_timeout.min(HANDOVER_COMMIT_WAIT);
-        let mut wanted: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
-        for e in offsets.elements() {
-            if let Offset::Offset(next) = e.offset() {
-                wanted
-                    .entry(e.topic().to_owned())
-                    .or_default()
-                    .insert(e.partition(), next);
-            }
-        }
+        // The consumer reads one topic (`applied` is kept by partition alone).
+        let elements = offsets.elements();
+        let Some(topic) = elements.first().map(|e| e.topic()) else {
+            return Ok(());
+        };
+        let wanted: BTreeMap<i32, i64> = elements
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(next) => Some((e.partition(), next)),
+                _ => None,
+            })
+            .collect();
         let mut reader = self.handover_reader.lock().expect("hand-over reader");
-        for (topic, wanted) in &wanted {
-            let left = deadline.saturating_duration_since(Instant::now());
-            confirm(&mut reader, &self.group, topic, wanted, left)?;
-        }
-        Ok(())
+        let limit = self.flush_timeout.min(HANDOVER_COMMIT_WAIT);
+        confirm(&mut reader, &self.group, topic, &wanted, limit)
     }
 }
 
