@@ -388,6 +388,18 @@ impl Setup {
         c
     }
 
+    /// The group's committed offset of the input's partition 0 (`Offset::Invalid`: none).
+    fn committed(&self) -> Offset {
+        let c: BaseConsumer = self.config().set("group.id", &self.group).create().unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&self.input, 0);
+        c.committed_offsets(tpl, Duration::from_secs(10))
+            .unwrap()
+            .find_partition(&self.input, 0)
+            .unwrap()
+            .offset()
+    }
+
     /// Number of records in an output topic, roughly (tansu's high watermark lags a little).
     fn count(&self, kind: OutputKind) -> i64 {
         self.count_topic(&self.topic(kind))
@@ -696,9 +708,6 @@ async fn run_produces_exactly_the_replay_outputs() {
     );
 }
 
-/// Kafka producers often compress with zstd: neardup reads an input topic so compressed (its
-/// librdkafka is built with libzstd; without it, every fetch of such a batch fails), and
-/// `-X compression.type=zstd` compresses its outputs so.
 /// A run with `--exit-at-end` stops once its input is read, whatever its commit interval: it
 /// looked for the end only when it committed, so with `--commit-interval 1h` it sat at the end
 /// of its input for the hour. The final commit still happens, at the input's end.
@@ -716,17 +725,16 @@ async fn exit_at_end_stops_at_the_end_whatever_the_commit_interval() {
         &got[&OutputKind::Signatures],
         &want[&OutputKind::Signatures],
     );
-    let c: BaseConsumer = s.config().set("group.id", &s.group).create().unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(&s.input, 0);
-    let committed = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
     assert_eq!(
-        committed.elements()[0].offset(),
+        s.committed(),
         Offset::Offset(sample.records.len() as i64),
         "the final commit is not at the input's end"
     );
 }
 
+/// Kafka producers often compress with zstd: neardup reads an input topic so compressed (its
+/// librdkafka is built with libzstd; without it, every fetch of such a batch fails), and
+/// `-X compression.type=zstd` compresses its outputs so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zstd_compressed_input_gives_the_outputs_of_a_plain_one() {
     let s = Setup::new("zstd").await;
@@ -3284,15 +3292,7 @@ async fn a_flood_of_dead_letters_stops_the_run_uncommitted() {
     );
     // The sample's own bad records (a few in a hundred) pass; the flood is stopped before the
     // 21st dead letter among 40 records, and nothing from there on is committed.
-    let c: BaseConsumer = s.config().set("group.id", &s.group).create().unwrap();
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition(&s.input, 0);
-    let committed = c
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap()
-        .find_partition(&s.input, 0)
-        .unwrap()
-        .offset();
+    let committed = s.committed();
     let first_stopped = (good + 20) as i64;
     match committed {
         rdkafka::Offset::Offset(o) => assert!(o <= first_stopped, "committed up to {o}"),
