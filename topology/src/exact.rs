@@ -342,29 +342,7 @@ impl ExactIndex {
                     out.at(),
                 ));
             }
-            _ => {
-                let before = group.canonical.clone();
-                let canonical = canonical(group);
-                group.canonical = Some(canonical.clone());
-                out.emit(cluster_event(
-                    &id,
-                    ClusterChangeKind::Joined,
-                    group,
-                    vec![url.to_string()],
-                    vec![],
-                    out.at(),
-                ));
-                if before.as_ref() != Some(&canonical) {
-                    out.emit(cluster_event(
-                        &id,
-                        ClusterChangeKind::CanonicalChanged,
-                        group,
-                        vec![],
-                        vec![],
-                        out.at(),
-                    ));
-                }
-            }
+            _ => membership_changed(&id, group, ClusterChangeKind::Joined, &url, out),
         }
     }
 
@@ -402,30 +380,38 @@ impl ExactIndex {
                     out.at(),
                 ));
             }
-            _ => {
-                let before = group.canonical.clone();
-                let canonical = canonical(group);
-                group.canonical = Some(canonical.clone());
-                out.emit(cluster_event(
-                    &id,
-                    ClusterChangeKind::Left,
-                    group,
-                    vec![],
-                    vec![url.to_string()],
-                    out.at(),
-                ));
-                if before.as_ref() != Some(&canonical) {
-                    out.emit(cluster_event(
-                        &id,
-                        ClusterChangeKind::CanonicalChanged,
-                        group,
-                        vec![],
-                        vec![],
-                        out.at(),
-                    ));
-                }
-            }
+            _ => membership_changed(&id, group, ClusterChangeKind::Left, url, out),
         }
+    }
+}
+
+/// A group of two or more members after `url` joined or left it (`change`): the group's
+/// canonical member chosen again, the change stated, then the canonical's change if it moved.
+fn membership_changed(
+    id: &str,
+    group: &mut Group,
+    change: ClusterChangeKind,
+    url: &str,
+    out: &mut Emitter,
+) {
+    let before = group.canonical.clone();
+    let canonical = canonical(group);
+    group.canonical = Some(canonical.clone());
+    let moved = vec![url.to_string()];
+    let (added, removed) = match change {
+        ClusterChangeKind::Joined => (moved, vec![]),
+        _ => (vec![], moved),
+    };
+    out.emit(cluster_event(id, change, group, added, removed, out.at()));
+    if before.as_ref() != Some(&canonical) {
+        out.emit(cluster_event(
+            id,
+            ClusterChangeKind::CanonicalChanged,
+            group,
+            vec![],
+            vec![],
+            out.at(),
+        ));
     }
 }
 
