@@ -398,9 +398,11 @@ fn membership_changed(
     let canonical = canonical(group);
     group.canonical = Some(canonical.clone());
     let moved = vec![url.to_string()];
-    let (added, removed) = match change {
-        ClusterChangeKind::Joined => (moved, vec![]),
-        _ => (vec![], moved),
+    let (added, removed) = if change == ClusterChangeKind::Joined {
+        (moved, vec![])
+    } else {
+        debug_assert_eq!(change, ClusterChangeKind::Left, "a member joins or leaves");
+        (vec![], moved)
     };
     out.emit(cluster_event(id, change, group, added, removed, out.at()));
     if before.as_ref() != Some(&canonical) {
