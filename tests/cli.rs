@@ -504,6 +504,13 @@ fn demo_runs_on_the_embedded_cluster_and_finds_the_sample_duplicates() {
         sample.records.len() - sample.bad_records.len()
     );
     assert!(stdout.contains("of them found"), "{stdout}");
+    // Levels and states are printed as the events name them, not as Rust's enum variants.
+    assert!(stdout.contains("(very_similar, Jaccard ~"), "{stdout}");
+    assert!(stdout.contains(": confirmed, "), "{stdout}");
+    assert!(
+        !stdout.contains("VerySimilar") && !stdout.contains("Confirmed"),
+        "{stdout}"
+    );
 }
 
 #[test]

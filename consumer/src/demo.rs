@@ -225,7 +225,12 @@ fn report(sample: &crate::sample::SampleCrawl, outputs: &[Emit]) {
         .take(3)
     {
         let j = p.jaccard.unwrap_or(f64::NAN);
-        println!("  {}  ~  {}  ({:?}, Jaccard ~{j:.2})", p.a, p.b, p.level);
+        println!(
+            "  {}  ~  {}  ({}, Jaccard ~{j:.2})",
+            p.a,
+            p.b,
+            p.level.as_str()
+        );
     }
     for p in pairs
         .iter()
@@ -238,8 +243,12 @@ fn report(sample: &crate::sample::SampleCrawl, outputs: &[Emit]) {
         of(OutputKind::Mirrors).filter_map(|e| serde_json::from_slice::<MirrorEvent>(&e.value).ok())
     {
         println!(
-            "mirror finding: {} / {}: {:?}, {} shared pages, prefixes {:?}",
-            m.hosts[0], m.hosts[1], m.state, m.shared_pages, m.prefixes
+            "mirror finding: {} / {}: {}, {} shared pages, prefixes {:?}",
+            m.hosts[0],
+            m.hosts[1],
+            wire_name(m.state),
+            m.shared_pages,
+            m.prefixes
         );
     }
     let clusters: Vec<ClusterEvent> = of(OutputKind::Clusters)
@@ -247,13 +256,7 @@ fn report(sample: &crate::sample::SampleCrawl, outputs: &[Emit]) {
         .collect();
     let mut changes: BTreeMap<String, usize> = BTreeMap::new();
     for c in &clusters {
-        *changes
-            .entry(
-                serde_json::to_value(c.change)
-                    .map(|v| v.as_str().unwrap_or("").to_owned())
-                    .unwrap_or_default(),
-            )
-            .or_default() += 1;
+        *changes.entry(wire_name(c.change)).or_default() += 1;
     }
     println!("cluster changes: {changes:?}");
     let dead: Vec<DeadLetterEvent> = of(OutputKind::DeadLetter)
@@ -267,4 +270,12 @@ fn report(sample: &crate::sample::SampleCrawl, outputs: &[Emit]) {
     for d in dead.iter().take(4) {
         println!("  {} at {}: {}", d.reason.as_str(), d.source, d.detail);
     }
+}
+
+/// The name a unit variant has in the events (its serialized string), as the demo prints it.
+fn wire_name(value: impl serde::Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
