@@ -187,7 +187,7 @@ impl Evolution {
     }
 
     /// Call before handling a page event of round `crawl_id` (events without one belong to the
-    /// current round): a new round closes the previous one.
+    /// current round, or to none before the first): a new round closes the previous one.
     pub fn begin(&mut self, crawl_id: Option<&str>, clusters: &Clusters) {
         let Some(id) = crawl_id else { return };
         if self.current.as_deref() != Some(id) {
@@ -198,6 +198,9 @@ impl Evolution {
 
     /// A URL was fetched with content (`true`) or without (`false`) in the current round.
     pub fn fetched(&mut self, url: &str, content: bool) {
+        if !self.open() {
+            return;
+        }
         self.before.0.remove(url);
         self.before.1.remove(url);
         if content {
@@ -214,7 +217,7 @@ impl Evolution {
     /// in the round before (none known when it was not fetched then). A page fetched whole in
     /// this round keeps what that fetch gave.
     pub fn unchanged(&mut self, url: &str) {
-        if self.pages.contains(url) {
+        if !self.open() || self.pages.contains(url) {
             return;
         }
         let url: Arc<str> = Arc::from(url);
@@ -229,6 +232,9 @@ impl Evolution {
 
     /// The out-links of `url`'s fetch in the current round (a later fetch replaces them).
     pub fn links<'a>(&mut self, url: &str, out: impl Iterator<Item = &'a str>) {
+        if !self.open() {
+            return;
+        }
         let mut joined = String::new();
         for l in out {
             joined.push_str(l);
@@ -240,6 +246,9 @@ impl Evolution {
     /// The shingle-paragraph fingerprints of `url`'s fetch in the current round; `short`
     /// pages (under 450 characters) are left out, as in seed 004.
     pub fn paragraphs(&mut self, url: &str, fps: impl Iterator<Item = u64>, short: bool) {
+        if !self.open() {
+            return;
+        }
         if short {
             self.paragraphs.remove(url);
         } else {
@@ -251,7 +260,18 @@ impl Evolution {
 
     /// A page of the current round changed by `bucket` since its previous fetch.
     pub fn changed(&mut self, bucket: ChangeBucket) {
+        if !self.open() {
+            return;
+        }
         *self.changes.entry(bucket).or_default() += 1;
+    }
+
+    /// Whether a round is open: page events before the first with a `crawl_id` belong to no
+    /// round, and nothing is kept of them. A stream without crawl ids (one whose rounds are
+    /// not known) would otherwise hold every URL it ever had, with its out-links and
+    /// paragraphs, for figures no round would ever give.
+    fn open(&self) -> bool {
+        self.current.is_some()
     }
 
     /// Closes the current round (also at the end of a replay). Idempotent.
@@ -547,6 +567,33 @@ mod tests {
 
     fn u(x: &str) -> String {
         format!("http://{x}.example/")
+    }
+
+    #[test]
+    fn pages_before_any_round_are_not_kept() {
+        let cl = Clusters::new(PairLevel::VerySimilar);
+        let mut ev = Evolution::new();
+        // A stream without crawl ids: nothing of its pages is held.
+        for x in ["a", "b", "c"] {
+            ev.begin(None, &cl);
+            ev.fetched(&u(x), true);
+            ev.links(&u(x), ["http://z.example/"].into_iter());
+            ev.paragraphs(&u(x), [1, 2, 3].into_iter(), false);
+            ev.changed(ChangeBucket::Small);
+        }
+        ev.unchanged(&u("d"));
+        assert!(ev.pages.is_empty() && ev.links.is_empty() && ev.paragraphs.is_empty());
+        assert!(ev.changes.is_empty());
+        ev.close(&cl);
+        assert!(ev.figures().is_empty());
+        // The first round counts its own pages only.
+        ev.begin(Some("w1"), &cl);
+        ev.fetched(&u("e"), true);
+        ev.begin(None, &cl);
+        ev.fetched(&u("f"), true);
+        ev.close(&cl);
+        assert_eq!(ev.figures().len(), 1);
+        assert_eq!(ev.figures()[0].pages, 2);
     }
 
     #[test]
