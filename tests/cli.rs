@@ -471,6 +471,56 @@ fn replay_reports_a_missing_input_file_clearly_and_writes_nothing() {
 }
 
 #[test]
+fn a_replay_without_round_figures_publishes_the_same_outputs() {
+    let dir = Scratch::new("no-rounds");
+    let sample = sample_crawl(&SampleOptions::default());
+    let input = dir.join("events.jsonl");
+    let mut text = Vec::new();
+    for r in &sample.records {
+        text.extend_from_slice(r);
+        text.push(b'\n');
+    }
+    std::fs::write(&input, text).unwrap();
+    let (with, without) = (dir.join("with"), dir.join("without"));
+    let file = input.to_str().unwrap();
+    neardup(&["replay", "--input", file, "--out", with.to_str().unwrap()]);
+    let printed = neardup(&[
+        "replay",
+        "--input",
+        file,
+        "--out",
+        without.to_str().unwrap(),
+        "--no-round-figures",
+    ]);
+    for kind in OutputKind::ALL {
+        assert_eq!(lines(&with, kind), lines(&without, kind), "{kind:?}");
+    }
+    let json = |dir: &Path, name: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap()
+    };
+    // The sample has crawl rounds: figures for each, unless skipped.
+    assert!(!json(&with, "evolution.json")["rounds"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(json(&with, "report.json")["round_figures"], true);
+    assert_eq!(
+        json(&without, "evolution.json")["rounds"],
+        serde_json::json!([])
+    );
+    let report = json(&without, "report.json");
+    assert_eq!(report["round_figures"], false);
+    assert_eq!(report["rounds"], serde_json::json!([]));
+    let html = std::fs::read_to_string(without.join("report.html")).unwrap();
+    assert!(html.contains("<code>--no-round-figures</code>"), "{html}");
+    let summary = String::from_utf8(printed.stdout).unwrap();
+    assert!(
+        !summary.contains("near-duplicate pages by round"),
+        "{summary}"
+    );
+}
+
+#[test]
 fn demo_runs_on_the_embedded_cluster_and_finds_the_sample_duplicates() {
     let dir = Scratch::new("demo");
     let out = neardup(&["demo", "--out", dir.to_str().unwrap()]);

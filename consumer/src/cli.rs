@@ -470,9 +470,29 @@ pub struct ReplayArgs {
     /// `1GiB`.
     #[arg(long, default_value = "256MiB", value_parser = parse_size, env = "NEARDUP_REVISIT_CACHE")]
     pub revisit_cache: usize,
+    /// Skip the figures by crawl round (`evolution.json`, the report's charts by round and the
+    /// summary's near-duplicate share by round; `evolution.json` then lists no round). To make
+    /// them, the replay holds every URL of the round it reads and of the round before, with
+    /// the pages' out-links and paragraph fingerprints, beside the window: about 10 KB per URL
+    /// of a round on the benchmark's medium crawl (its replay peaks at 399 MB with them, 198
+    /// MB without). Skip them to replay rounds larger than that memory allows. The output
+    /// topics' records are the same either way.
+    #[arg(long, env = "NEARDUP_NO_ROUND_FIGURES")]
+    pub no_round_figures: bool,
     /// Topology parameters.
     #[command(flatten)]
     pub topology: TopologyArgs,
+}
+
+impl ReplayArgs {
+    /// The topology's configuration for this replay: its parameters, with the figures by
+    /// crawl round unless `--no-round-figures`.
+    pub fn config(&self) -> neardup_topology::Config {
+        neardup_topology::Config {
+            track_evolution: !self.no_round_figures,
+            ..self.topology.config()
+        }
+    }
 }
 
 /// `neardup topics`.

@@ -70,6 +70,7 @@ pub fn json(topo: &Topology, rounds: &[RoundFigures], inputs: &[String]) -> Valu
             "window_pages": near.pages,
             "live_pairs": near.live_pairs,
         },
+        "round_figures": topo.config().track_evolution,
         "rounds": rounds,
         "mirrors": mirrors,
         "collections": collections,
@@ -100,7 +101,9 @@ pub fn html(doc: &Value, rounds: &[RoundFigures]) -> String {
         esc(doc["parameters"].as_str().unwrap_or(""))
     );
     totals(&mut h, &doc["totals"]);
-    if rounds.is_empty() {
+    if doc["round_figures"] == false {
+        h.push_str("<p>Figures by crawl round skipped (<code>--no-round-figures</code>): the per-round views are empty.</p>\n");
+    } else if rounds.is_empty() {
         h.push_str("<p>No crawl rounds: the input's page events carry no <code>crawl_id</code>, so the per-round views are empty.</p>\n");
     }
     let names: Vec<String> = rounds.iter().map(|r| r.crawl_id.clone()).collect();
