@@ -473,10 +473,10 @@ pub struct ReplayArgs {
     /// Skip the figures by crawl round (`evolution.json`, the report's charts by round and the
     /// summary's near-duplicate share by round; `evolution.json` then lists no round). To make
     /// them, the replay holds every URL of the round it reads and of the round before, with
-    /// the pages' out-links and paragraph fingerprints, beside the window: about 10 KB per URL
-    /// of a round on the benchmark's medium crawl (its replay peaks at 399 MB with them, 198
-    /// MB without). Skip them to replay rounds larger than that memory allows. The output
-    /// topics' records are the same either way.
+    /// the pages' out-links (hashed) and paragraph fingerprints, beside the window: about 3 KB
+    /// per URL of a round on the benchmark's medium crawl (its replay peaks at 261-268 MB with
+    /// them, 198 MB without). Skip them to replay rounds larger than that memory allows. The
+    /// output topics' records are the same either way.
     #[arg(long, env = "NEARDUP_NO_ROUND_FIGURES")]
     pub no_round_figures: bool,
     /// Topology parameters.
