@@ -346,8 +346,8 @@ pub struct Replayer {
 
 impl Replayer {
     /// A fresh topology writing into `out_dir` (created), its preparers sharing a sign cache of
-    /// `sign_cache` bytes. The figures by crawl round (seed 000 §3) are made when `cfg.track_evolution` is on
-    /// (`neardup replay` turns it on unless `--no-round-figures`).
+    /// `sign_cache` bytes. The figures by crawl round (seed 000 §3) are made when
+    /// `cfg.track_evolution` is on (`neardup replay` turns it on unless `--no-round-figures`).
     pub fn new(out_dir: &Path, cfg: neardup_topology::Config, sign_cache: usize) -> Result<Self> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let sign_cache = Arc::new(SignCache::new(sign_cache, cfg.window_ms));

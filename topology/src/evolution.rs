@@ -159,7 +159,7 @@ pub struct BucketFigures {
 
 /// Pages' out-links as the 64-bit hashes of their URLs ([`link_hash`]), sorted and without
 /// repeats. The link graph only asks which of the round's pages a link names, and a page's
-/// links as strings took about 5 KB of the benchmark crawls' pages, for every page of two
+/// links as strings took about 5 KB per page on the benchmark crawls, for every page of two
 /// rounds; two URLs of a round share a hash with odds of about 2^-64 per pair.
 type Links = HashMap<Arc<str>, Box<[u64]>>;
 
@@ -591,7 +591,7 @@ mod tests {
         assert!(ev.changes.is_empty());
         ev.close(&cl);
         assert!(ev.figures().is_empty());
-        // The first round counts its own pages only.
+        // Once a round is open, pages without a crawl id belong to it; those before it do not.
         ev.begin(Some("w1"), &cl);
         ev.fetched(&u("e"), true);
         ev.begin(None, &cl);
