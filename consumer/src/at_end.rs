@@ -58,7 +58,7 @@ pub fn feeder_of(stage: Stage, key_shards: usize) -> Option<Stage> {
 }
 
 /// Every stage before `opts.stage` (given as the user gave them, before
-/// [`KafkaOptions::for_stage`]), first to last.
+/// `KafkaOptions::for_stage`), first to last.
 pub fn feeders(opts: &KafkaOptions, key_shards: usize) -> Vec<Feeder> {
     let mut chain = Vec::new();
     let mut at = opts.stage;

@@ -200,7 +200,7 @@ impl KafkaOptions {
     }
 
     /// The consumer group whose member assigned the lease's partition runs the stage: of the
-    /// stage's options (see [`KafkaOptions::for_stage`]), its group + `.lease`.
+    /// stage's options (see `KafkaOptions::for_stage`), its group + `.lease`.
     pub fn lease_group(&self) -> String {
         format!("{}.lease", self.group)
     }

@@ -7,7 +7,7 @@
 //! broker lists, not taken from the list alone: tansu 0.6.0 lists a partition's end as the
 //! start of its last batch, plus one (192 records sent in one batch were listed as 1), while its
 //! fetches serve every record. Records appended while the replay looks for the end (at most
-//! [`END_SEARCH`]) count as there when it started. A time is looked up with the broker's
+//! `END_SEARCH`) count as there when it started. A time is looked up with the broker's
 //! offsets-for-times to skip what comes before it, and then checked on every record, so time
 //! bounds are exact even where that lookup is coarse (tansu 0.6.0 answers it with the earliest
 //! offset); a partition's range ends at its first record at or after `--to`.

@@ -263,7 +263,7 @@ impl Publisher {
     }
 }
 
-/// Where the holder of a stage's lease serves HTTP, as it published it (see [`Publisher`]), read
+/// Where the holder of a stage's lease serves HTTP, as it published it (see `Publisher`), read
 /// by a client that joins no group.
 pub struct Holder {
     prober: std::sync::Mutex<crate::at_end::Prober>,

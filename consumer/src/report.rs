@@ -77,7 +77,7 @@ pub fn json(topo: &Topology, rounds: &[RoundFigures], inputs: &[String]) -> Valu
     })
 }
 
-/// `report.html` for the document [`json`] made.
+/// `report.html` for the document [`json()`] made.
 pub fn html(doc: &Value, rounds: &[RoundFigures]) -> String {
     let mut h = String::new();
     let title = "neardup replay report";

@@ -78,7 +78,7 @@ pub struct Upstream {
 
 impl Upstream {
     /// Watches the sign stage of `opts` (the index stage's options, as the user gave them,
-    /// before [`KafkaOptions::for_stage`]): its group and the input topic, and the internal
+    /// before `KafkaOptions::for_stage`): its group and the input topic, and the internal
     /// topic the index stage reads as group `index_group`. `received`: what the index stage
     /// has received, which its run loop keeps. The answers go to the returned receiver.
     /// It asks only once [`Upstream::activate`]d, or from the start if `active`.

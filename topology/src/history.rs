@@ -108,7 +108,7 @@ impl History {
 
     /// Records a fetch with content and returns its change since the previous one, if any.
     /// A fetch older than the one held is stale: it is neither compared nor kept. A URL not
-    /// held yet is kept as `url_of` gives it (the state's [`crate::intern::UrlPool`], to share
+    /// held yet is kept as `url_of` gives it (the state's `crate::intern::UrlPool`, to share
     /// it with the other parts; or `Arc::from`).
     pub fn record(
         &mut self,

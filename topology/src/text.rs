@@ -593,7 +593,7 @@ fn common_reference(segment: &[u8]) -> Option<(char, usize)> {
 
 /// Calls `f` with every term of `text`, lower-cased, in order: each maximal run of letters and
 /// digits, but that every character of a script written without spaces is a term of its own
-/// ([`is_unspaced`]). `buf` is scratch space reused across calls so that steady-state
+/// (`is_unspaced`). `buf` is scratch space reused across calls so that steady-state
 /// tokenizing allocates nothing.
 pub fn for_each_term(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     for_each_term_lines(text, buf, |t, _| f(t));

@@ -74,7 +74,7 @@ pub struct ParagraphInfo {
 /// Fills `out` (cleared first) with the 64-bit fingerprints of the document's shingle
 /// paragraphs, sorted ascending with repeats kept.
 ///
-/// One pass over the bytes. Inside a sentence ([`Cutter::run`]) white space is collapsed and
+/// One pass over the bytes. Inside a sentence (`Cutter::run`) white space is collapsed and
 /// characters counted without a data-dependent branch; the loop is left only at a `.`, at the
 /// 150-character limit and at the lead byte of a character that may be white space or
 /// [`IMG_TERM_MARK`], which is decoded. The normalized paragraph is built in a stack buffer and

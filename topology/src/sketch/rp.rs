@@ -96,7 +96,7 @@ pub fn rp_signature(
 /// Fills `out` (cleared first) with the RP signature of a bag given as (distinct term
 /// fingerprint, count) pairs, in any order.
 ///
-/// Each entry π_jt is an integer multiple of 2⁻⁵² ([`entry_units`]), so (Π D)_j is summed
+/// Each entry π_jt is an integer multiple of 2⁻⁵² (`entry_units`), so (Π D)_j is summed
 /// exactly, in integers, and rounded to `f64` once: the sum does not depend on the order of
 /// the bag, which therefore need not be sorted. (A sum in `f64` would round at every term, and
 /// its result would depend on the order.)

@@ -1,0 +1,360 @@
+//! The window's bookkeeping: which URL is in which slot, when each was fetched, and which page
+//! leaves next by event time or by the page budget. It decides from URLs, event times and
+//! whether a fetch brings new content, never from verification, so a [`super::Sequencer`] can
+//! run it ahead of the verifying index.
+
+use super::{reserve_an_eighth, Fetch, NearStats, Sketch};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+/// When the page in a slot was fetched, and which of its expiry entries is current.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub(super) struct Stamp {
+    pub(super) at_ms: i64,
+    /// The window's fetch counter when the page was filed or last refreshed, so stale expiry
+    /// entries (of an earlier fetch, or of an earlier page in a reused slot) are recognised. It
+    /// wraps after 2^32 fetches; a stale entry would have to outlive that many fetches to be
+    /// mistaken for a current one.
+    pub(super) generation: u32,
+    pub(super) live: bool,
+}
+
+/// What the window did, for its host to carry out.
+pub(super) enum Change<'a> {
+    /// The page in `slot` left (no content, out of the window by event time, or over the
+    /// budget); the slot is free.
+    Removed {
+        slot: u32,
+        crawl_id: Option<&'a str>,
+    },
+    /// The fetch's content is in `slot` under `url`; the URL's previous content left `replaced`.
+    Filed {
+        slot: u32,
+        replaced: Option<u32>,
+        url: Arc<str>,
+        fetch: &'a Fetch<'a>,
+    },
+}
+
+/// What keeps the pages of a [`Window`]: it tells a slot's URL and whether a slot holds a given
+/// content, and carries out the window's changes in the order they happen.
+pub(super) trait WindowHost {
+    fn url(&self, slot: u32) -> &str;
+    fn holds(&self, slot: u32, sketch: &Sketch) -> bool;
+    fn change(&mut self, change: Change<'_>);
+}
+
+/// Which slot holds which URL: a table of bare slot numbers, each found by the hash of the URL
+/// its slot holds, which the caller reads from wherever the pages keep their URLs (`url_of`).
+/// A map keyed by the URL (`HashMap<Arc<str>, u32>`) kept a second pointer to every URL beside
+/// the page's own: 24 bytes an entry against 4.
+#[derive(Debug, Default, Clone)]
+pub(super) struct UrlSlots {
+    pub(super) table: hashbrown::HashTable<u32>,
+}
+
+impl UrlSlots {
+    pub(super) fn hash(url: &str) -> u64 {
+        use std::hash::BuildHasher;
+        crate::hash::StrBuild::default().hash_one(url)
+    }
+
+    pub(super) fn get<'a>(&self, url: &str, url_of: impl Fn(u32) -> &'a str) -> Option<u32> {
+        self.table
+            .find(Self::hash(url), |&s| url_of(s) == url)
+            .copied()
+    }
+
+    /// Adds `url` in `slot` (not held yet; every slot held already is `url_of` it).
+    pub(super) fn insert<'a>(&mut self, url: &str, slot: u32, url_of: impl Fn(u32) -> &'a str) {
+        self.table
+            .insert_unique(Self::hash(url), slot, |&s| Self::hash(url_of(s)));
+    }
+
+    pub(super) fn remove<'a>(&mut self, url: &str, url_of: impl Fn(u32) -> &'a str) -> Option<u32> {
+        match self
+            .table
+            .find_entry(Self::hash(url), |&s| url_of(s) == url)
+        {
+            Ok(entry) => Some(entry.remove().0),
+            Err(_) => None,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Bytes of the table (a control byte beside each entry).
+    pub(super) fn bytes(&self) -> usize {
+        self.table.capacity() * (std::mem::size_of::<u32>() + 1)
+    }
+}
+
+/// The window's bookkeeping: which URL is in which slot, when each was fetched, and which page
+/// leaves next by event time or by the page budget. It decides from URLs, event times and
+/// whether a fetch brings new content, never from verification, so a [`Sequencer`] can run it
+/// ahead of the verification, with key shards answering in between.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Window {
+    /// Rebuilt from the pages after a restore.
+    #[serde(skip)]
+    pub(super) by_url: UrlSlots,
+    pub(super) stamps: Vec<Stamp>,
+    pub(super) free: Vec<u32>,
+    pub(super) expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    pub(super) fetches: u32,
+    /// Fetches before this event time are outside the window.
+    pub(super) horizon_ms: i64,
+    pub(super) stale: u64,
+    pub(super) evicted_by_time: u64,
+    pub(super) evicted_by_budget: u64,
+    /// The URLs the page budget evicted since the last [`Window::take_over_budget`]: the parts
+    /// downstream that keep URLs of the window (exact groups, change history, in-links) let
+    /// them go too, so the budget bounds them as well.
+    #[serde(skip)]
+    pub(super) over_budget: Vec<Arc<str>>,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            by_url: UrlSlots::default(),
+            stamps: Vec::new(),
+            free: Vec::new(),
+            expiry: BinaryHeap::new(),
+            fetches: 0,
+            horizon_ms: i64::MIN,
+            stale: 0,
+            evicted_by_time: 0,
+            evicted_by_budget: 0,
+            over_budget: Vec::new(),
+        }
+    }
+}
+
+impl Window {
+    /// Rebuilds the URL map (which a checkpoint leaves out) from the URL held in each slot.
+    pub(super) fn restore_urls<'a>(
+        &mut self,
+        slots: usize,
+        url_in: impl Fn(u32) -> Option<&'a str>,
+    ) {
+        let mut by_url = UrlSlots::default();
+        let url_of = |s: u32| url_in(s).expect("a held slot");
+        for slot in 0..slots as u32 {
+            if let Some(url) = url_in(slot) {
+                by_url.insert(url, slot, url_of);
+            }
+        }
+        self.by_url = by_url;
+    }
+
+    /// `base` with the window's own counters: stale fetches and evictions.
+    pub(super) fn counted(&self, base: NearStats) -> NearStats {
+        NearStats {
+            stale: self.stale,
+            evicted_by_time: self.evicted_by_time,
+            evicted_by_budget: self.evicted_by_budget,
+            ..base
+        }
+    }
+
+    /// Handles one fetch: a fetch older than the URL's entry, or already outside the window, is
+    /// ignored (counted as stale); no content removes the URL's page; the same content only
+    /// moves its fetch time; new or changed content is filed (replacing the URL's previous
+    /// content), then the oldest pages leave while the window is over `max_pages`.
+    pub(super) fn observe(
+        &mut self,
+        f: &Fetch<'_>,
+        max_pages: usize,
+        host: &mut impl WindowHost,
+        url_of: impl FnOnce(&str) -> Arc<str>,
+    ) {
+        if f.fetched_at_ms < self.horizon_ms {
+            self.stale += 1;
+            return;
+        }
+        let existing = self.by_url.get(f.url, |s| host.url(s));
+        if let Some(slot) = existing {
+            if f.fetched_at_ms < self.stamps[slot as usize].at_ms {
+                self.stale += 1;
+                return;
+            }
+        }
+        let Some(sketch) = f.sketch else {
+            if let Some(slot) = existing {
+                self.remove(slot, f.crawl_id, host);
+            }
+            return;
+        };
+        if let Some(slot) = existing {
+            if host.holds(slot, sketch) {
+                self.stamp(slot, f.fetched_at_ms);
+                return;
+            }
+            self.close(slot, host);
+        }
+        let url = url_of(f.url);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            reserve_an_eighth(&mut self.stamps);
+            self.stamps.push(Stamp::default());
+            (self.stamps.len() - 1) as u32
+        });
+        self.by_url.insert(&url, slot, |s| host.url(s));
+        self.stamp(slot, f.fetched_at_ms);
+        host.change(Change::Filed {
+            slot,
+            replaced: existing,
+            url,
+            fetch: f,
+        });
+        while self.by_url.len() > max_pages {
+            let Some(Reverse((_, slot, generation))) = self.expiry.pop() else {
+                break;
+            };
+            if self.is_current(slot, generation) {
+                self.evicted_by_budget += 1;
+                self.over_budget.push(Arc::from(host.url(slot)));
+                self.remove(slot, f.crawl_id, host);
+            }
+        }
+    }
+
+    /// Moves the window to end at `watermark_ms`: the pages fetched before its start leave.
+    pub(super) fn advance(
+        &mut self,
+        watermark_ms: i64,
+        window_ms: i64,
+        crawl_id: Option<&str>,
+        host: &mut impl WindowHost,
+    ) {
+        let horizon = watermark_ms.saturating_sub(window_ms);
+        self.horizon_ms = self.horizon_ms.max(horizon);
+        while let Some(&Reverse((at, slot, generation))) = self.expiry.peek() {
+            if at >= horizon {
+                break;
+            }
+            self.expiry.pop();
+            if self.is_current(slot, generation) {
+                self.evicted_by_time += 1;
+                self.remove(slot, crawl_id, host);
+            }
+        }
+    }
+
+    pub(super) fn is_current(&self, slot: u32, generation: u32) -> bool {
+        let s = &self.stamps[slot as usize];
+        s.live && s.generation == generation
+    }
+
+    /// Records a fetch of the page in `slot` at `at_ms`.
+    pub(super) fn stamp(&mut self, slot: u32, at_ms: i64) {
+        self.fetches = self.fetches.wrapping_add(1);
+        let generation = self.fetches;
+        self.stamps[slot as usize] = Stamp {
+            at_ms,
+            generation,
+            live: true,
+        };
+        if self.expiry.len() == self.expiry.capacity() {
+            // Every fetch of a page stays in the heap until its time leaves the window, so a
+            // page refetched often would fill it with stale entries (hourly fetches in a week's
+            // window, 168 per page). When a quarter of a full heap is stale, those are dropped
+            // instead of growing it (each live page has one current entry: `by_url.len()`).
+            // Stale entries are skipped when popped, so this changes no outcome.
+            let stale = self.expiry.len().saturating_sub(self.by_url.len());
+            if stale > 0 && stale * 4 >= self.expiry.len() {
+                let stamps = &self.stamps;
+                self.expiry.retain(|&Reverse((_, s, g))| {
+                    let stamp = &stamps[s as usize];
+                    stamp.live && stamp.generation == g
+                });
+            } else {
+                // By an eighth, as the per-slot vectors ([`reserve_an_eighth`]).
+                self.expiry
+                    .reserve_exact((self.expiry.capacity() / 8).max(64));
+            }
+        }
+        self.expiry.push(Reverse((at_ms, slot, generation)));
+    }
+
+    /// Frees `slot` (the host still holds its page).
+    pub(super) fn close(&mut self, slot: u32, host: &impl WindowHost) {
+        self.by_url.remove(host.url(slot), |s| host.url(s));
+        self.stamps[slot as usize].live = false;
+        self.free.push(slot);
+    }
+
+    pub(super) fn remove(&mut self, slot: u32, crawl_id: Option<&str>, host: &mut impl WindowHost) {
+        self.close(slot, host);
+        host.change(Change::Removed { slot, crawl_id });
+    }
+
+    pub(super) fn take_over_budget(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.over_budget)
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.stamps.capacity() * std::mem::size_of::<Stamp>()
+            + self.free.capacity() * 4
+            + self.expiry.capacity() * std::mem::size_of::<Reverse<(i64, u32, u32)>>()
+    }
+}
+
+#[cfg(test)]
+mod url_slots_props {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    /// The URL a slot of `held` holds.
+    fn url_of<'a>(held: &'a [Option<String>]) -> impl Fn(u32) -> &'a str {
+        |s| held[s as usize].as_deref().expect("held")
+    }
+
+    proptest! {
+        /// The table of bare slot numbers finds the slot of every URL held, and none of a URL
+        /// let go, as a map keyed by URL does, through growth and removals, with slots reused
+        /// the way the window reuses them; rebuilt from the slots, it answers the same.
+        #[test]
+        fn url_slots_agree_with_a_map(ops in prop::collection::vec((0u16..300, any::<bool>()), 0..600)) {
+            let mut slots = UrlSlots::default();
+            let mut held: Vec<Option<String>> = Vec::new();
+            let mut free: Vec<u32> = Vec::new();
+            let mut model: HashMap<String, u32> = HashMap::new();
+            for (n, add) in ops {
+                let url = format!("http://h{}.example/p{n}", n % 7);
+                if add && !model.contains_key(&url) {
+                    let slot = free.pop().unwrap_or_else(|| {
+                        held.push(None);
+                        (held.len() - 1) as u32
+                    });
+                    slots.insert(&url, slot, url_of(&held));
+                    held[slot as usize] = Some(url.clone());
+                    model.insert(url.clone(), slot);
+                } else if !add {
+                    let got = slots.remove(&url, url_of(&held));
+                    prop_assert_eq!(got, model.remove(&url));
+                    if let Some(s) = got {
+                        held[s as usize] = None;
+                        free.push(s);
+                    }
+                }
+                prop_assert_eq!(slots.len(), model.len());
+                let found = slots.get(&url, url_of(&held));
+                prop_assert_eq!(found, model.get(&url).copied());
+                if let Some(s) = found {
+                    prop_assert_eq!(url_of(&held)(s), url.as_str());
+                }
+            }
+            let mut window = Window::default();
+            window.restore_urls(held.len(), |s| held[s as usize].as_deref());
+            for (url, &slot) in &model {
+                prop_assert_eq!(window.by_url.get(url, url_of(&held)), Some(slot));
+            }
+            prop_assert_eq!(window.by_url.len(), model.len());
+        }
+    }
+}
