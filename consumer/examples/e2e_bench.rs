@@ -83,6 +83,9 @@
 //! The ratio of 3 to 2 is issue 7's bar (at least 50 %); the machine is shared, so compare the
 //! ratio, not the absolute rates.
 
+#[path = "../../topology/benches/common/events.rs"]
+mod events_file;
+
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -589,9 +592,9 @@ fn main() {
         brokers: &brokers,
         props: &produce_x,
     };
-    let file = std::fs::File::open(&events)
+    let file = events_file::open(&events)
         .unwrap_or_else(|e| usage_error(&format!("cannot open --events {events}: {e}")));
-    let lines: Vec<Vec<u8>> = std::io::BufReader::new(file)
+    let lines: Vec<Vec<u8>> = file
         .split(b'\n')
         .map(|l| l.expect("read"))
         .filter(|l| !l.is_empty())

@@ -21,6 +21,7 @@
 
 mod common {
     pub mod crawl;
+    pub mod events;
     pub mod stream;
 }
 

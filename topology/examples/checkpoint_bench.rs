@@ -18,6 +18,9 @@
 //! the state restored from the checkpoint, which is what a restarted process holds. `--parts`
 //! drops the parts of both states one at a time and prints what each held.
 
+#[path = "../benches/common/events.rs"]
+mod events;
+
 use neardup_schemas::Source;
 use neardup_topology::{checkpoint, Config, Topology};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -50,9 +53,8 @@ fn main() {
             .unwrap_or_else(|| usage("--reps takes a number")),
         None => 5,
     };
-    let file =
-        std::fs::File::open(path).unwrap_or_else(|e| usage(&format!("cannot open {path}: {e}")));
-    let lines: Vec<Vec<u8>> = std::io::BufReader::new(file)
+    let file = events::open(path).unwrap_or_else(|e| usage(&format!("cannot open {path}: {e}")));
+    let lines: Vec<Vec<u8>> = file
         .split(b'\n')
         .map(|l| l.expect("read"))
         .filter(|l| !l.is_empty())

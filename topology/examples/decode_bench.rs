@@ -12,6 +12,9 @@
 //! - **generic decoder**: the whole record parsed into a JSON value (serde_json), the reference
 //!   `decode` is tested against and what every record cost before the envelope.
 
+#[path = "../benches/common/events.rs"]
+mod events;
+
 use neardup_topology::decode::bench;
 use neardup_topology::{decode, DecodeLimits};
 use std::io::BufRead;
@@ -24,10 +27,10 @@ fn main() {
         eprintln!("usage: decode_bench EVENTS.jsonl");
         std::process::exit(2);
     };
-    let file = std::io::BufReader::new(std::fs::File::open(&path).unwrap_or_else(|e| {
+    let file = events::open(&path).unwrap_or_else(|e| {
         eprintln!("decode_bench: cannot open {path}: {e}");
         std::process::exit(2)
-    }));
+    });
     let lines: Vec<Vec<u8>> = file
         .split(b'\n')
         .take(20_000)

@@ -53,6 +53,8 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 #[path = "../benches/common/crawl.rs"]
 mod crawl;
+#[path = "../benches/common/events.rs"]
+mod events;
 #[path = "../benches/common/stream.rs"]
 mod stream;
 use stream::{Stream, SITES};

@@ -15,6 +15,9 @@
 //! colliding pairs become the round's live pair set: `detected` for pairs new in the round,
 //! `retracted` for pairs of the previous round that no longer collide.
 
+#[path = "../benches/common/events.rs"]
+mod events;
+
 use neardup_topology::charset::decode_body;
 use neardup_topology::replicas::{ReplicaParams, Snapshot};
 use neardup_topology::signer::{Signer, SignerConfig};
@@ -77,7 +80,7 @@ fn main() {
     let k = cfg.rp.k;
     let mut signer = Signer::new(cfg);
     let mut round: Option<(String, Snapshot, i64)> = None;
-    let reader = std::io::BufReader::new(std::fs::File::open(&events).expect("open EVENTS"));
+    let reader = events::open(&events).unwrap_or_else(|e| panic!("open EVENTS: {e}"));
     for line in reader.split(b'\n') {
         let line = line.expect("read EVENTS");
         let Ok(page) = decode(&line, &DecodeLimits::default()) else {

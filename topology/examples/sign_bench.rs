@@ -18,6 +18,9 @@
 //! It also counts heap allocations per page while signing, after a warm-up pass, through a
 //! counting global allocator (`stats_alloc`, no unsafe code here).
 
+#[path = "../benches/common/events.rs"]
+mod events;
+
 use cpu_time::ThreadTime;
 use neardup_topology::charset::decode_body;
 use neardup_topology::history::History;
@@ -169,10 +172,9 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn load(file: &str, limit: usize) -> std::io::Result<(Vec<Doc>, bool)> {
-    let f = std::fs::File::open(file)?;
     let mut docs = vec![];
     let mut html = false;
-    for line in std::io::BufReader::new(f).split(b'\n') {
+    for line in events::open(file)?.split(b'\n') {
         if docs.len() >= limit {
             break;
         }

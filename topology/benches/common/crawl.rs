@@ -12,15 +12,23 @@ pub type Input = (String, Option<Sketch>, i64);
 
 /// Every record of the events file `path` (`make_crawl.py`'s `events.jsonl`), decoded and
 /// signed as `neardup` does; records without an index input (dead letters) are left out.
+/// A compressed file, or one without a page record, is an error.
 pub fn inputs(cfg: &Config, path: &str) -> std::io::Result<Vec<Input>> {
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    let file = super::events::open(path)?;
     let mut preparer = Preparer::new(cfg);
     let mut inputs = Vec::new();
-    for line in std::io::BufReader::new(std::fs::File::open(path)?).split(b'\n') {
+    for line in file.split(b'\n') {
         let prepared = preparer.prepare(&line?);
         if let (Some((url, sketch)), Some(at)) = (prepared.index_input(), prepared.event_time_ms())
         {
             inputs.push((url.to_owned(), sketch.cloned(), at));
         }
+    }
+    if inputs.is_empty() {
+        return Err(invalid(
+            "it holds no page record (make_crawl.py's events.jsonl, one JSON object a line)".into(),
+        ));
     }
     Ok(inputs)
 }
