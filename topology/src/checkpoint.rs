@@ -21,7 +21,8 @@
 //! Offsets are the *next* offset to read in each input partition: the state reflects every
 //! record before them and none after.
 
-use crate::{Config, State, Topology};
+use crate::pipeline::State;
+use crate::{Config, Topology};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Seek, SeekFrom, Write};

@@ -10,6 +10,8 @@
 mod common;
 #[path = "../benches/common/crawl.rs"]
 mod crawl;
+#[path = "../benches/common/events.rs"]
+mod events;
 
 use neardup_schemas::{OutputKind, PairEvent};
 use neardup_topology::near::NearIndex;

@@ -18,6 +18,8 @@
 mod common;
 #[path = "../benches/common/crawl.rs"]
 mod crawl;
+#[path = "../benches/common/events.rs"]
+mod events;
 
 use neardup_topology::near::{
     Fetch, KeyShardStage, NearConfig, NearIndex, NearStats, Policy, Sequencer, ShardAnswer, Sketch,
