@@ -163,15 +163,20 @@ fn read_back(brokers: &str, topics: &BTreeMap<OutputKind, String>) -> Result<Vec
         {
             remaining.remove(&key);
         }
-        out.push(Emit {
-            kind: kinds[m.topic()],
-            key: String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned(),
-            value: m.payload().unwrap_or(&[]).to_vec(),
-        });
+        let kind = kinds[m.topic()];
+        out.push((
+            (kind, m.partition(), m.offset()),
+            Emit {
+                kind,
+                key: String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned(),
+                value: m.payload().unwrap_or(&[]).to_vec(),
+            },
+        ));
     }
-    // Per topic, in partition and offset order, whatever order the partitions arrived in.
-    out.sort_by_key(|e| e.kind);
-    Ok(out)
+    // Per topic, in partition and offset order, whatever order the partitions arrived in (so
+    // `--out` writes the same files on every run).
+    out.sort_by_key(|(at, _)| *at);
+    Ok(out.into_iter().map(|(_, e)| e).collect())
 }
 
 fn report(sample: &crate::sample::SampleCrawl, outputs: &[Emit]) {
