@@ -48,8 +48,8 @@ pub struct Config {
     /// (`very_similar` by default, or `virtually_identical`).
     pub hint_level: PairLevel,
     /// Split stages only: the number of key shards the index stage splits its key tables over
-    /// ([`crate::Role::Shard`], [`crate::Role::Verify`]); 0, the default, keeps them in the index stage. The
-    /// pairs are the same for any number.
+    /// ([`crate::Role::Shard`], [`crate::Role::Verify`]); 0, the default, keeps them in the
+    /// index stage. The pairs are the same for any number.
     pub key_shards: usize,
     /// The largest output record (key and value, in bytes) the topology publishes: a larger
     /// one (a signature event's lists are capped, [`crate::signer::ListCaps`], so in practice one

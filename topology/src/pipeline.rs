@@ -284,7 +284,7 @@ impl State {
 }
 
 /// The part of the topology a process runs (DESIGN.md §3). The split stages together give
-/// exactly the outputs of [`crate::Role::All`]: the index stage the signatures and pairs, the cluster
+/// exactly the outputs of [`Role::All`]: the index stage the signatures and pairs, the cluster
 /// stage the clusters (exact ones included), crawl hints, mirrors and collections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Role {
@@ -1054,10 +1054,10 @@ impl Topology {
     }
 
     /// The cluster stage: applies one record of the index stage ([`Self::take_indexed`],
-    /// read back by [`crate::InternalReader::indexed`]), appending the outputs it causes to `out`: exactly the
-    /// clusters, hints, mirrors and collections the all-in-one topology emits for that page
-    /// (with `mirror_stage`, those but the mirrors and collections, whose input goes to
-    /// [`Self::take_indexed`] for the mirror stage).
+    /// read back by [`crate::InternalReader::indexed`]), appending the outputs it causes to
+    /// `out`: exactly the clusters, hints, mirrors and collections the all-in-one topology emits
+    /// for that page (with `mirror_stage`, those but the mirrors and collections, whose input
+    /// goes to [`Self::take_indexed`] for the mirror stage).
     pub fn apply_indexed(&mut self, record: Indexed, out: &mut Vec<Emit>) {
         let mut r = *record.0;
         if !self.follow_indexed(&r) {

@@ -52,7 +52,8 @@ impl Prepared {
 
 /// The stateless half of processing: decoding a record and signing its page depend only on
 /// the record and the configuration, so any number of preparers (one per thread; each keeps
-/// its own buffers) can work ahead of the one [`crate::Topology`] that applies the results in order.
+/// its own buffers) can work ahead of the one [`crate::Topology`] that applies the results in
+/// order.
 pub struct Preparer {
     pub(crate) decode: DecodeLimits,
     pub(crate) emit_minvalues: bool,
