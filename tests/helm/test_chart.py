@@ -244,7 +244,7 @@ class ChartTest(unittest.TestCase):
         (rule,) = render("servicemonitor").of("PrometheusRule")
         exprs = " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"])
         used = set(re.findall(r"\bneardup_[a-z_]+", exprs))
-        sources = "".join(p.read_text() for p in (ROOT / "consumer" / "src").glob("*.rs"))
+        sources = "".join(p.read_text() for p in (ROOT / "consumer" / "src").rglob("*.rs"))
         exported = set(re.findall(r'"(neardup_[a-z_]+)"', sources))
         # A histogram's series: NAME_bucket, NAME_count, NAME_sum.
         used = {
