@@ -14,7 +14,6 @@ pub type Input = (String, Option<Sketch>, i64);
 /// signed as `neardup` does; records without an index input (dead letters) are left out.
 /// A compressed file, or one without a page record, is an error.
 pub fn inputs(cfg: &Config, path: &str) -> std::io::Result<Vec<Input>> {
-    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
     let file = super::events::open(path)?;
     let mut preparer = Preparer::new(cfg);
     let mut inputs = Vec::new();
@@ -26,8 +25,9 @@ pub fn inputs(cfg: &Config, path: &str) -> std::io::Result<Vec<Input>> {
         }
     }
     if inputs.is_empty() {
-        return Err(invalid(
-            "it holds no page record (make_crawl.py's events.jsonl, one JSON object a line)".into(),
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it holds no page record (make_crawl.py's events.jsonl, one JSON object a line)",
         ));
     }
     Ok(inputs)
