@@ -20,14 +20,37 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 /// What the run loop knows about the partitions it owns.
-pub(super) struct Ownership<'a> {
-    pub(super) epoch: &'a mut BTreeMap<i32, u32>,
-    pub(super) restored: &'a mut HashSet<i32>,
-    pub(super) acked: &'a mut BTreeMap<i32, i64>,
-    pub(super) committed: &'a mut BTreeMap<i32, i64>,
-    pub(super) at_end: &'a mut HashSet<i32>,
-    pub(super) state_from: &'a mut BTreeMap<i32, i64>,
-    pub(super) ahead: &'a mut HashSet<i32>,
+#[derive(Default)]
+pub(super) struct Ownership {
+    /// Per partition, how many times it was revoked: records and acknowledgements of an
+    /// earlier ownership are dropped.
+    pub(super) epoch: BTreeMap<i32, u32>,
+    /// Partitions whose state is rebuilt up to where this ownership started reading them.
+    pub(super) restored: HashSet<i32>,
+    /// Per partition, the offset after the last record whose outputs are all acknowledged.
+    pub(super) acked: BTreeMap<i32, i64>,
+    /// Per partition, the offset last committed.
+    pub(super) committed: BTreeMap<i32, i64>,
+    /// Partitions read to their end.
+    pub(super) at_end: HashSet<i32>,
+    /// Per input partition, the offset the state reflects the records before (from a
+    /// checkpoint, or where this instance stopped when the partition was revoked).
+    pub(super) state_from: BTreeMap<i32, i64>,
+    /// Partitions this instance owned before and applied further than their next owner
+    /// committed: records below `state_from` were applied and their outputs delivered here.
+    pub(super) ahead: HashSet<i32>,
+}
+
+impl Ownership {
+    /// The ownership era of partition `p`: the number of times it was revoked.
+    pub(super) fn era(&self, p: i32) -> u32 {
+        self.epoch.get(&p).copied().unwrap_or(0)
+    }
+
+    /// The input offsets the state reflects ([`state_offsets`]).
+    pub(super) fn state_offsets(&self) -> BTreeMap<i32, i64> {
+        state_offsets(&self.state_from, &self.restored, &self.acked)
+    }
 }
 
 /// Forgets the partitions revoked since the last call: their records still on the way are
@@ -38,7 +61,7 @@ pub(super) struct Ownership<'a> {
 pub(super) fn take_revocations(
     revoked: &std::sync::Mutex<Vec<i32>>,
     applied: &std::sync::Mutex<BTreeMap<i32, i64>>,
-    own: &mut Ownership<'_>,
+    own: &mut Ownership,
 ) -> bool {
     let gone: Vec<i32> = std::mem::take(&mut *revoked.lock().expect("revoked partitions"));
     let any = !gone.is_empty();
