@@ -1513,8 +1513,9 @@ async fn split_stages_with_the_index_stage_killed_and_restarted_lose_nothing() {
 }
 
 /// A burst of malformed records in the middle of the stream (300 in a row, every kind of defect
-/// the sample has, and a page whose signature event is over the producer's size limit, which
-/// would otherwise stop the run at every restart), with neardup killed in the middle of the burst and restarted: every output of
+/// the sample has, and a page at a URL so long that its signature event would be over the
+/// producer's size limit, which would otherwise stop the run at every restart), with neardup
+/// killed in the middle of the burst and restarted: every output of
 /// an undisturbed run is there and nothing else, repeats are identical, and each record of the
 /// burst is one dead letter with its reason and offset. The burst stays under the dead-letter
 /// guard (a share of 0.5 of the last 1,000 records), so the run goes on past it.
@@ -1528,10 +1529,12 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
         .iter()
         .map(|&(i, reason)| (sample.records[i].clone(), reason))
         .collect();
-    // And a good record whose signature event is over the producer's limit, here the smallest
-    // accepted (512 KiB): the lists that grow with a page are capped, so it takes a URL of
-    // 300 KB (the event states it twice, as its key and in its value, as the input record
-    // does). Its dead letter replaces that event, and the run goes on.
+    // And a record whose signature event would be over the producer's limit, here the
+    // smallest accepted (512 KiB): the lists that grow with a page are capped, so it takes a
+    // URL of 300 KB (the event states it twice, as its key and in its value, as the input
+    // record does). No crawler sends one, and the decoder refuses URLs over
+    // `MAX_URL_BYTES` (8 KiB) before the page enters the window; before it did, the page was
+    // indexed and its signature event became an `output_too_large` dead letter.
     let fetched_at = sample.records[..at]
         .iter()
         .rev()
@@ -1543,7 +1546,7 @@ async fn a_burst_of_malformed_records_mid_stream_loses_nothing() {
     let url = format!("http://long.example/{}", "directory/".repeat(30_000));
     let long_url = serde_json::json!({"url": url, "fetched_at": fetched_at, "status": 200,
                                       "body": "<p>A page at a very long URL.</p>"});
-    kinds.push((long_url.to_string().into_bytes(), "output_too_large"));
+    kinds.push((long_url.to_string().into_bytes(), "invalid_url"));
     let burst: Vec<(Vec<u8>, &str)> = (0..300).map(|k| kinds[k % kinds.len()].clone()).collect();
     for b in &mut sample.bad_records {
         if b.0 >= at {

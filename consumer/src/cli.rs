@@ -57,7 +57,7 @@ pub struct TopologyArgs {
     pub max_body_bytes: usize,
     /// Largest output record (key and value) in bytes: a larger one goes to the dead-letter
     /// topic as `output_too_large` instead, so it cannot stop a run (a signature event's lists
-    /// are capped to keep it under 512 KiB: only a URL of hundreds of kilobytes can pass it).
+    /// are capped, and URLs over 8 KiB refused, to keep every output of a page under 512 KiB).
     /// `neardup run`'s producer takes it as its `message.max.bytes` (a smaller
     /// `-X message.max.bytes` is refused); keep it at most the output topics'
     /// `max.message.bytes`. At least 512KiB (a dead letter's size).

@@ -535,7 +535,7 @@ pub enum DeadLetterReason {
     MissingField,
     /// A field has the wrong JSON type.
     WrongType,
-    /// `url` is not an absolute http(s) URL with a host.
+    /// `url` is not an absolute http(s) URL with a host, or is over 8,192 bytes long.
     InvalidUrl,
     /// `fetched_at` is not an RFC 3339 timestamp.
     InvalidTimestamp,

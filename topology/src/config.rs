@@ -52,8 +52,9 @@ pub struct Config {
     /// index stage. The pairs are the same for any number.
     pub key_shards: usize,
     /// The largest output record (key and value, in bytes) the topology publishes: a larger
-    /// one (a signature event's lists are capped, [`crate::signer::ListCaps`], so in practice one
-    /// of a URL of hundreds of kilobytes) becomes an `output_too_large` dead letter instead,
+    /// one (a signature event's lists are capped, [`crate::signer::ListCaps`], and URLs over
+    /// [`crate::MAX_URL_BYTES`] refused, so that no output of a page passes 512 KiB: a safety
+    /// net) becomes an `output_too_large` dead letter instead,
     /// so that a Kafka producer and topic that accept records this large never stop on it
     /// (default 1,000,000, librdkafka's `message.max.bytes` and about Kafka's default
     /// `max.message.bytes`).

@@ -710,9 +710,32 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
-/// An absolute http(s) URL with a host. `http:///x` is refused although WHATWG parsing would
-/// quietly turn it into `http://x/`: the record is wrong and the crawler should hear about it.
+/// The longest URL accepted, in bytes. Crawlers and servers refuse longer ones well before it
+/// (the sitemaps protocol allows 2,048 characters, Heritrix 2,083; Apache's request line is
+/// limited to 8,190 bytes and nginx's to 8 KiB by default), and it keeps every output a page
+/// makes under the smallest `max_output_bytes` accepted (512 KiB), the largest signature
+/// record with its URL included: a URL of hundreds of kilobytes made an `output_too_large`
+/// dead letter of every event that named it, after the page had entered the window.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
+/// An absolute http(s) URL with a host, at most [`MAX_URL_BYTES`] long. `http:///x` is refused
+/// although WHATWG parsing would quietly turn it into `http://x/`: the record is wrong and the
+/// crawler should hear about it.
 fn check_url(url: &str) -> Result<(), DecodeError> {
+    if url.len() > MAX_URL_BYTES {
+        let mut start = 200;
+        while !url.is_char_boundary(start) {
+            start -= 1;
+        }
+        return Err(DecodeError::new(
+            DeadLetterReason::InvalidUrl,
+            format!(
+                "url is {} bytes long, over neardup's limit of {MAX_URL_BYTES} (it starts {:?}); crawlers and servers refuse URLs this long: check how the crawler builds them",
+                url.len(),
+                &url[..start]
+            ),
+        ));
+    }
     let bad = |why: &str| {
         Err(DecodeError::new(
             DeadLetterReason::InvalidUrl,
@@ -922,6 +945,34 @@ mod tests {
             decode(huge.as_bytes(), &limits).unwrap_err().reason,
             BodyTooLarge
         );
+    }
+
+    #[test]
+    fn a_url_over_the_limit_is_refused_quoting_only_its_start() {
+        let record = |url: &str| {
+            format!(r#"{{"url":"{url}","fetched_at":"2026-11-02T10:15:00Z","status":200}}"#)
+        };
+        let base = "http://a.example/";
+        let at_limit = format!("{base}{}", "p".repeat(MAX_URL_BYTES - base.len()));
+        assert_eq!(
+            decode_checked(record(&at_limit).as_bytes()).unwrap().url,
+            at_limit
+        );
+        let over = format!("{at_limit}q");
+        let e = decode_checked(record(&over).as_bytes()).unwrap_err();
+        assert_eq!(e.reason, InvalidUrl);
+        assert!(
+            e.detail
+                .contains(&format!("{} bytes long", MAX_URL_BYTES + 1)),
+            "{}",
+            e.detail
+        );
+        assert!(e.detail.len() < 600, "{}", e.detail);
+        // Cut between characters, not inside one.
+        let wide = format!("{base}{}", "é".repeat(MAX_URL_BYTES / 2));
+        let e = decode_checked(record(&wide).as_bytes()).unwrap_err();
+        assert_eq!(e.reason, InvalidUrl);
+        assert!(e.detail.contains("http://a.example/éé"), "{}", e.detail);
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub mod text;
 pub mod window;
 
 pub use config::Config;
-pub use decode::{decode, DecodeError, DecodeLimits};
+pub use decode::{decode, DecodeError, DecodeLimits, MAX_URL_BYTES};
 pub use emit::{Emit, Emitter};
 pub use internal::{
     Clustered, Indexed, InternalReader, InternalRecordError, Sharded, SignOutput, SignStage,

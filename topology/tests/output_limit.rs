@@ -4,12 +4,13 @@
 //! An output over `max_output_bytes` all the same (a Kafka producer and topic refuse records
 //! over their limit, and a run that stopped on one would stop on it again after every restart)
 //! becomes an `output_too_large` dead letter that names it and carries its beginning, and
-//! nothing else changes: the page is still indexed, paired and clustered. With the caps only a
-//! URL of hundreds of kilobytes can make one, so these tests lift the cap on out-links instead.
+//! nothing else changes: the page is still indexed, paired and clustered. With the caps, and
+//! URLs no longer than `MAX_URL_BYTES`, no page can make one, so these tests lift the cap on
+//! out-links instead.
 
 use neardup_schemas::{OutputKind, Source};
 use neardup_topology::signer::{ListCaps, SignerConfig};
-use neardup_topology::{Config, Emit, Preparer, SignOutput, SignStage, Topology};
+use neardup_topology::{Config, Emit, Preparer, SignOutput, SignStage, Topology, MAX_URL_BYTES};
 use serde_json::{json, Value};
 
 /// The smallest `max_output_bytes` that `neardup run` accepts.
@@ -31,6 +32,13 @@ fn huge_page(url: &str, second: u32) -> (Vec<u8>, usize) {
     (line.to_string().into_bytes(), links)
 }
 
+/// A URL as long as neardup accepts, of a character JSON escapes (each `"` takes two bytes in
+/// every output that names the URL): the worst case for the outputs' sizes.
+fn longest_url(host: &str) -> String {
+    let base = format!("http://{host}/");
+    format!("{base}{}", "\"".repeat(MAX_URL_BYTES - base.len()))
+}
+
 #[test]
 fn the_signature_event_of_a_page_of_any_size_fits_the_smallest_limit() {
     // Collections on: the sign stage's record then carries the out-links twice.
@@ -41,9 +49,10 @@ fn the_signature_event_of_a_page_of_any_size_fits_the_smallest_limit() {
     };
     let mut topo = Topology::new(cfg.clone());
     let mut out = Vec::new();
-    let (a, links) = huge_page("http://a.example/index.html", 1);
+    // Each with the longest URL accepted.
+    let (a, links) = huge_page(&longest_url("a.example"), 1);
     topo.process(&a, &source(1), &mut out);
-    let (b, _) = huge_page("http://b.example/index.html", 2);
+    let (b, _) = huge_page(&longest_url("b.example"), 2);
     topo.process(&b, &source(2), &mut out);
     assert!(of_kind(&out, OutputKind::DeadLetter).is_empty());
     assert_eq!(

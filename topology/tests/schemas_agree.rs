@@ -174,10 +174,15 @@ fn realistic_input() -> Vec<(Vec<u8>, Option<DeadLetterReason>)> {
             200,
             Some(&many_items),
         )),
-        // a URL so long that the signature event is over max_output_bytes (8 KiB here)
+        // a URL so long that the signature event is over max_output_bytes (8 KiB here, which
+        // neardup run does not accept), and one over the longest URL accepted (8 KiB)
+        bad(
+            &fields(json!({"url": format!("http://long.example/{}", "a/".repeat(3500))})),
+            OutputTooLarge,
+        ),
         bad(
             &fields(json!({"url": format!("http://long.example/{}", "a/".repeat(4200))})),
-            OutputTooLarge,
+            InvalidUrl,
         ),
         // four days later: every entry above leaves the window (pairs retracted, clusters dissolved)
         ok(page("http://epsilon.example/", 4 * 86_400, 200, Some(b4))),
