@@ -47,9 +47,17 @@ impl Ownership {
         self.epoch.get(&p).copied().unwrap_or(0)
     }
 
-    /// The input offsets the state reflects ([`state_offsets`]).
+    /// The input offsets the state reflects: those of the checkpoint it was restored from,
+    /// moved on for every partition this run has restored and processed (all of whose records
+    /// are acknowledged when this is called).
     pub(super) fn state_offsets(&self) -> BTreeMap<i32, i64> {
-        state_offsets(&self.state_from, &self.restored, &self.acked)
+        let mut offsets = self.state_from.clone();
+        for p in &self.restored {
+            if let Some(&o) = self.acked.get(p) {
+                offsets.insert(*p, o);
+            }
+        }
+        offsets
     }
 }
 
@@ -258,23 +266,6 @@ pub(super) fn all_at_end(
             .elements()
             .iter()
             .all(|e| at_end.contains(&e.partition())))
-}
-
-/// The input offsets the state reflects: those of the checkpoint it was restored from, moved on
-/// for every partition this run has restored and processed (all of whose records are
-/// acknowledged when this is called).
-pub(super) fn state_offsets(
-    from: &BTreeMap<i32, i64>,
-    restored: &HashSet<i32>,
-    acked: &BTreeMap<i32, i64>,
-) -> BTreeMap<i32, i64> {
-    let mut offsets = from.clone();
-    for p in restored {
-        if let Some(&o) = acked.get(p) {
-            offsets.insert(*p, o);
-        }
-    }
-    offsets
 }
 
 /// The assigned partitions of `topic` but those `skip` names, each with the offset the group
