@@ -370,21 +370,19 @@ impl Run {
     /// the state with its offsets (skipped if the outputs in flight take longer than
     /// `drain_timeout`).
     fn checkpoint_if_due(&mut self) -> Result<()> {
-        let (Some(paused), Some(saver)) = (self.checkpoints.due, &mut self.checkpoints.saver)
+        let Some(paused) = self
+            .checkpoints
+            .due
+            .filter(|_| self.checkpoints.saver.is_some())
         else {
             return Ok(());
         };
-        let opts = &self.opts;
         if self.preparing.is_empty() && self.merge.is_empty() && self.in_flight.is_empty() {
             // Every record applied is acknowledged: commit, then the state with its offsets.
             let committing = Instant::now();
-            let held = commit(
-                &self.consumer,
-                &opts.input_topic,
-                &self.own.acked,
-                &mut self.own.committed,
-                Commit::Within(opts.drain_timeout, &mut self.offsets_reader, &opts.group),
-            )?;
+            let held = self.commit_confirmed()?;
+            let opts = &self.opts;
+            let saver = self.checkpoints.saver.as_mut().expect("a saver");
             let offsets = self.own.state_offsets();
             let behind = if held {
                 tokio::task::block_in_place(|| {
@@ -415,11 +413,28 @@ impl Run {
                 self.checkpoints.last = Some(at);
             }
             self.checkpoints.due = None;
-        } else if paused.elapsed() >= opts.drain_timeout {
+        } else if paused.elapsed() >= self.opts.drain_timeout {
             warn!(pending = self.in_flight.len(), "checkpoint skipped: outputs in flight were not acknowledged in time (drain_timeout); input resumes");
             self.checkpoints.due = None;
         }
         Ok(())
+    }
+
+    /// Commits the offsets of every record acknowledged and reads them back from the broker
+    /// within `drain_timeout` (before a checkpoint, and at shutdown): true if the group took
+    /// them.
+    fn commit_confirmed(&mut self) -> Result<bool> {
+        commit(
+            &self.consumer,
+            &self.opts.input_topic,
+            &self.own.acked,
+            &mut self.own.committed,
+            Commit::Within(
+                self.opts.drain_timeout,
+                &mut self.offsets_reader,
+                &self.opts.group,
+            ),
+        )
     }
 
     /// While the merge waits past the bound on records in flight, the partitions it holds
@@ -706,14 +721,7 @@ impl Run {
             let (topic, partition) = self.next_stage(p);
             deliveries.push(send_raw(&self.producer, topic, partition, &key, &value).await?);
         }
-        self.in_flight
-            .push_back(acknowledged(deliveries, p, o, era, age).boxed());
-        self.shared
-            .applied
-            .lock()
-            .expect("applied offsets")
-            .insert(p, o + 1);
-        self.buffers.put(payload);
+        self.sent((p, o, era), age, deliveries, payload);
         Ok(())
     }
 
@@ -748,15 +756,28 @@ impl Run {
             .record(dead)
             .map_err(|e| anyhow!("{e} (stopped at {input}/{p} offset {o}, not committed)"))?;
         let delivery = send_raw(&self.producer, topic, partition, &key, &value).await?;
+        self.sent((p, o, era), age, vec![delivery], payload);
+        Ok(())
+    }
+
+    /// The outputs of the record at `(p, o)` read in ownership `era` are with the producer:
+    /// their acknowledgement is awaited, the record counts as applied (a hand-over flushes and
+    /// commits up to it), and its buffer is reused.
+    fn sent(
+        &mut self,
+        (p, o, era): (i32, i64, u32),
+        age: Option<(i64, Histogram)>,
+        deliveries: Vec<DeliveryFuture>,
+        payload: Vec<u8>,
+    ) {
         self.in_flight
-            .push_back(acknowledged(vec![delivery], p, o, era, age).boxed());
+            .push_back(acknowledged(deliveries, p, o, era, age).boxed());
         self.shared
             .applied
             .lock()
             .expect("applied offsets")
             .insert(p, o + 1);
         self.buffers.put(payload);
-        Ok(())
     }
 
     /// Rebuilds the state of partition `p` before offset `o`, its first record since it was
@@ -826,14 +847,8 @@ impl Run {
                 }
             }
         }
+        let held = self.commit_confirmed()?;
         let opts = &self.opts;
-        let held = commit(
-            &self.consumer,
-            &opts.input_topic,
-            &self.own.acked,
-            &mut self.own.committed,
-            Commit::Within(opts.drain_timeout, &mut self.offsets_reader, &opts.group),
-        )?;
         if held {
             info!(offsets = ?self.own.committed, "committed");
         }
