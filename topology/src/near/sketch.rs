@@ -4,7 +4,7 @@
 //! Jaccard from; and the 32-bit table keys (bands, pieces, checksum) a page is filed under.
 
 use super::{BAND_ROWS, PIECE_TABLE_BASE};
-use crate::sketch::minhash::{BSketch, MINVALUES, PER_SUPERSHINGLE, SUPERSHINGLES};
+use crate::sketch::minhash::{fmix64, BSketch, MINVALUES, PER_SUPERSHINGLE, SUPERSHINGLES};
 use crate::sketch::simhash::{self, SimHash};
 
 /// What the index keeps of a page's signatures.
@@ -57,19 +57,11 @@ impl Sketch {
 /// The byte kept of a 64-bit min-value: the top byte of a multiplicative mix, so every bit of
 /// the min-value takes part (a min-value's own top bits are nearly fixed by its bin).
 pub fn min_byte(v: u64) -> u8 {
-    (mix64(v) >> 56) as u8
-}
-
-pub(super) fn mix64(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
+    (fmix64(v) >> 56) as u8
 }
 
 pub(super) fn key32(table: u32, value: u64) -> u32 {
-    (mix64(value ^ (u64::from(table) << 56) ^ u64::from(table).wrapping_mul(0x9e37_79b9)) >> 32)
+    (fmix64(value ^ (u64::from(table) << 56) ^ u64::from(table).wrapping_mul(0x9e37_79b9)) >> 32)
         as u32
 }
 

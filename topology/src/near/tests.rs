@@ -1,5 +1,5 @@
 use super::*;
-use crate::sketch::minhash::SUPERSHINGLES;
+use crate::sketch::minhash::{fmix64, SUPERSHINGLES};
 
 #[test]
 fn url_names_keep_the_query_and_treat_directories_as_wildcards() {
@@ -476,7 +476,7 @@ fn copy_of_a_template_page(policy: Policy) -> (u64, u64) {
         let mut s = Sketch {
             mins: [0; MINVALUES],
             ss: [0; 6],
-            simhash: [mix64(i), mix64(i + 1), 0, 0, 0, 0],
+            simhash: [fmix64(i), fmix64(i + 1), 0, 0, 0, 0],
             checksum: i,
             text: i,
             title: 0,
@@ -486,7 +486,7 @@ fn copy_of_a_template_page(policy: Policy) -> (u64, u64) {
             *m = if p < template_positions {
                 p as u8
             } else {
-                (mix64(i * 1000 + p as u64) >> 8) as u8
+                (fmix64(i * 1000 + p as u64) >> 8) as u8
             };
         }
         s
