@@ -853,6 +853,7 @@ impl Run {
             info!(offsets = ?self.own.committed, "committed");
         }
         if let Some(saver) = &mut self.checkpoints.saver {
+            let offsets = self.own.state_offsets();
             // Each wait for the volume is bounded, as every other step of the shutdown.
             tokio::task::block_in_place(|| {
                 saver.wait_within(opts.drain_timeout);
@@ -872,11 +873,10 @@ impl Run {
                     &mut self.offsets_reader,
                     &opts.group,
                     &opts.input_topic,
-                    &self.own.state_offsets(),
+                    &offsets,
                 ) {
                     warn!("no checkpoint at shutdown: {why}; the last checkpoint stays");
                 } else {
-                    let offsets = self.own.state_offsets();
                     saver.begin(
                         &self.topo,
                         &opts.input_topic,
