@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The figures users care about, in one table, each beside the bar the issues set for it:
+# signature speed (pages/s, MB/s, against a floor measured in the same run), the sketch index's
+# speed and bytes per windowed page, pair quality against the crawl's ground truth, the replay
+# rate, and, against a broker, neardup run's rate against a bare read of the same topic, its
+# latency (from a cold start, and in steady state once a first round has filled the window)
+# and its peak memory. Every figure comes from a benchmark of its own (sign_bench,
+# index_bench, neardup replay + neardup eval, e2e_bench); their whole outputs are kept in OUT.
+#
+# usage: tests/tools/figures.sh [EVENTS.jsonl] [--reps N] [--out DIR]
+#                               [--brokers HOST:PORT | --no-broker]
+#
+#   EVENTS.jsonl  a make_crawl.py events file, truth.json beside it (without one, pair quality
+#                 is skipped); by default the medium crawl of four rounds, seed 1, made once
+#                 into target/bench/medium-r4-s1 with ../shared/bench/make_crawl.py (about 5
+#                 minutes; NEARDUP_MAKE_CRAWL names another copy of it)
+#   --reps N      repetitions of the one-core benchmarks, medians reported (default 3)
+#   --out DIR     where the benchmarks' outputs go (default target/figures/<date-time>)
+#   --brokers     a Kafka broker for the end-to-end figures; by default the test broker
+#                 (tests/kafka-test-broker.sh), started for the run and stopped after if it was
+#                 not running (a running one is used as it is: tansu slows as it fills, so a
+#                 fresh one gives the figures the README quotes); --no-broker skips them
+#
+# The machine is shared and noisy: compare figures of one run with each other (the ratios),
+# not absolute rates across runs. On the medium crawl with a broker it takes about 5 minutes
+# once built (the first release build takes several more).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CALLER=$PWD
+# A path as given from the caller's directory (the script runs from the checkout's).
+from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
+cd "$ROOT"
+
+# The usage lines of the header above.
+usage_text() { awk '/^# usage:/ {u = 1} u && /^#$/ {exit} u {sub(/^# ?/, ""); print}' "$0"; }
+usage() { usage_text >&2; exit 2; }
+EVENTS="" REPS=3 OUT="" BROKERS="" NO_BROKER=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reps) REPS=${2:?--reps needs a number}; shift 2 ;;
+    --out) OUT=$(from_caller "${2:?--out needs a directory}"); shift 2 ;;
+    --brokers) BROKERS=${2:?--brokers needs HOST:PORT}; shift 2 ;;
+    --no-broker) NO_BROKER=1; shift ;;
+    -h|--help) usage_text; exit 0 ;;
+    -*) echo "figures.sh: unknown option $1" >&2; usage ;;
+    *) [ -z "$EVENTS" ] || { echo "figures.sh: one events file only" >&2; usage; }
+       EVENTS=$(from_caller "$1"); shift ;;
+  esac
+done
+case "$REPS" in ''|*[!0-9]*|0) echo "figures.sh: --reps takes a number of 1 or more, not $REPS" >&2; exit 2 ;; esac
+
+if [ -z "$EVENTS" ]; then
+  BENCH="$ROOT/target/bench/medium-r4-s1"
+  EVENTS="$BENCH/events.jsonl"
+  if [ ! -f "$BENCH/truth.json" ]; then
+    MAKE_CRAWL="${NEARDUP_MAKE_CRAWL:-$ROOT/../shared/bench/make_crawl.py}"
+    [ -f "$MAKE_CRAWL" ] || { echo "figures.sh: no events file given and $MAKE_CRAWL not found (set NEARDUP_MAKE_CRAWL, or pass EVENTS.jsonl)" >&2; exit 2; }
+    mkdir -p "$BENCH"
+    echo "== generating the medium benchmark crawl (4 rounds, seed 1) into $BENCH (about 5 minutes)"
+    python3 "$MAKE_CRAWL" --scale medium --rounds 4 --seed 1 --out "$BENCH" --quiet
+  fi
+fi
+[ -f "$EVENTS" ] || { echo "figures.sh: $EVENTS not found" >&2; exit 2; }
+TRUTH="$(dirname "$EVENTS")/truth.json"
+OUT=${OUT:-$ROOT/target/figures/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+
+echo "== building the release binaries (once)"
+cargo build --release --locked --quiet -p neardup-topology -p neardup \
+  --example sign_bench --example index_bench --example e2e_bench --bin neardup
+BIN="$ROOT/target/release"
+
+# `field FILE PATTERN AWK` runs the awk program AWK on the first line of FILE matching PATTERN,
+# with before(WORD) and after(WORD): the field before or after the first field WORD.
+LIB='function before(w,  i) { for (i = 2; i <= NF; i++) if ($i == w) return $(i - 1); return "" }
+     function after(w,  i) { for (i = 1; i < NF; i++) if ($i == w) return $(i + 1); return "" }'
+field() { grep -m1 -- "$2" "$1" | awk "$LIB $3" || true; }
+# "met" or "not met": `verdict VALUE OP BAR` (OP one of >= <= <), numbers only.
+verdict() {
+  if [ -z "$1" ]; then echo "not measured"; return; fi
+  awk -v v="$1" -v b="$3" -v op="$2" 'BEGIN {
+    ok = (op == ">=" ? v >= b : op == "<=" ? v <= b : v < b); print (ok ? "met" : "NOT met") }'
+}
+ROWS=()
+row() { ROWS+=("$1|$2|$3|$4"); }
+
+echo "== signatures: sign_bench, one core, $REPS reps"
+"$BIN/examples/sign_bench" "$EVENTS" --reps "$REPS" >"$OUT/sign_bench.txt" 2>&1
+SIGN_RATE=$(field "$OUT/sign_bench.txt" "^all signatures" '{print before("docs/s")}')
+SIGN_MBS=$(field "$OUT/sign_bench.txt" "^all signatures" '{print before("MB/s")}')
+SIGN_RATIO=$(field "$OUT/sign_bench.txt" "^ratio signatures / floor" '{print after("floor:")}')
+row "signatures, every one of a page (HTML)" "$SIGN_RATE pages/s, $SIGN_MBS MB/s" "-" "-"
+row "  the same against the floor (visible text + shingle hashes)" "$SIGN_RATIO" ">= 0.5 (issue 3)" "$(verdict "$SIGN_RATIO" ">=" 0.5)"
+
+echo "== sketch index: index_bench on the crawl's signatures, one core, $REPS reps"
+"$BIN/examples/index_bench" --events "$EVENTS" --reps "$REPS" >"$OUT/index_bench.txt" 2>&1
+INDEX_RATE=$(field "$OUT/index_bench.txt" "records/s over" '{print before("records/s")}')
+INDEX_BYTES=$(field "$OUT/index_bench.txt" "index + signatures" '{print after("signatures")}')
+INDEX_PAGES=$(field "$OUT/index_bench.txt" "^at the end: window" '{print after("window")}')
+row "index: insert + lookup + verification" "$INDEX_RATE records/s" ">= 200000 (issue 4)" "$(verdict "$INDEX_RATE" ">=" 200000)"
+row "index: memory per windowed page ($INDEX_PAGES pages)" "$INDEX_BYTES B" "<= 256 B (issue 4)" "$(verdict "$INDEX_BYTES" "<=" 256)"
+
+echo "== replay and pair quality: neardup replay, neardup eval"
+started=$(date +%s.%N)
+"$BIN/neardup" replay --input "$EVENTS" --out "$OUT/replay" >"$OUT/replay.txt" 2>&1
+REPLAY_SECS=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+RECORDS=$(field "$OUT/replay.txt" "input records" '{print after("records")}')
+REPLAY_RATE=$(awk -v n="$RECORDS" -v s="$REPLAY_SECS" 'BEGIN {if (s > 0 && n > 0) printf "%.0f", n / s}')
+row "neardup replay, the whole stream (wall time, all cores)" "$REPLAY_RATE records/s ($RECORDS in $REPLAY_SECS s)" "-" "-"
+if [ -f "$TRUTH" ]; then
+  "$BIN/neardup" eval --truth "$TRUTH" --pairs "$OUT/replay" >"$OUT/eval.txt" 2>&1
+  MIN_P=$(field "$OUT/eval.txt" "^min precision" '{v = after("precision"); sub(",", "", v); print v}')
+  MIN_R=$(field "$OUT/eval.txt" "^min precision" '{print after("recall")}')
+  # The exact-duplicate table's overall line: truth, found.
+  EXACT=$(awk '/^exact duplicates and levels/ {t = 1} t && /^overall/ {print $3 " of " $2; exit}' "$OUT/eval.txt")
+  EXACT_ALL=$(awk '/^exact duplicates and levels/ {t = 1} t && /^overall/ {print ($2 == $3 ? 1 : 0); exit}' "$OUT/eval.txt")
+  # The hard-negative table's overall line: the fraction reported.
+  HARD=$(awk '/^hard negatives and unlabelled/ {t = 1} t && /^overall/ {print $4; exit}' "$OUT/eval.txt")
+  row "pairs (default policy): lowest precision of a round" "$MIN_P" ">= 0.97 (issue 4)" "$(verdict "$MIN_P" ">=" 0.97)"
+  row "pairs: lowest recall of a round" "$MIN_R" ">= 0.95 (issue 4)" "$(verdict "$MIN_R" ">=" 0.95)"
+  row "pairs: hard negatives reported" "$HARD" "<= 0.01 (issue 4)" "$(verdict "$HARD" "<=" 0.01)"
+  row "pairs: exact duplicates found" "$EXACT" "all (issue 4)" "$(verdict "$EXACT_ALL" ">=" 1)"
+else
+  echo "   (no $TRUTH: pair quality skipped)"
+fi
+
+STARTED_BROKER=0
+if [ "$NO_BROKER" = 0 ]; then
+  if [ -z "$BROKERS" ]; then
+    if ! tests/kafka-test-broker.sh status >/dev/null 2>&1; then STARTED_BROKER=1; fi
+    BROKERS=$(tests/kafka-test-broker.sh start)
+    [ "$STARTED_BROKER" = 0 ] || trap 'tests/kafka-test-broker.sh stop' EXIT
+  fi
+  echo "== end to end against $BROKERS: e2e_bench (load, bare read, neardup run, live run at half its rate)"
+  "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" >"$OUT/e2e_bench.txt" 2>&1
+  E="$OUT/e2e_bench.txt"
+  BARE=$(field "$E" "^bare rdkafka consumer" '{print before("records/s")}')
+  RUN=$(field "$E" "start to exit" '{print before("records/s") " records/s = " before("%") " %"}')
+  RUN_SHARE=$(field "$E" "start to exit" '{print before("%")}')
+  STEADY=$(field "$E" "first output to last" '{print before("records/s") " records/s = " before("%") " %"}')
+  STEADY_SHARE=$(field "$E" "first output to last" '{print before("%")}')
+  LAT=$(field "$E" "^latency, page event produced" '{r = after("at"); sub(/.*events, /, ""); print $0 " (at " r " records/s)"}')
+  P99=$(field "$E" "^latency, page event produced" '{print after("p99")}')
+  PEAK=$(field "$E" "^peak resident memory" '{print before("MiB;") " MiB, " before("KiB") " KiB per windowed page"}')
+  row "bare rdkafka read of the page topic" "$BARE records/s" "-" "-"
+  row "neardup run, start to exit" "$RUN of the bare read" ">= 50 % (issue 7)" "$(verdict "$RUN_SHARE" ">=" 50)"
+  row "neardup run, first output to last" "$STEADY of the bare read" ">= 50 % (issue 7)" "$(verdict "$STEADY_SHARE" ">=" 50)"
+  row "page event -> pair event, at half the start-to-exit rate" "$LAT" "p99 < 100 ms (issue 7)" "$(verdict "$P99" "<" 100)"
+  row "neardup run: peak resident memory" "$PEAK" "-" "-"
+  # In steady state: the crawl's first round fed untimed (the window filled, the sign cache
+  # warm), then the later rounds at half the first-output-to-last rate, on a fresh broker when
+  # this script started it.
+  WARM=""
+  if [ -f "$TRUTH" ]; then
+    WARM=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1])).get("rounds", [])
+print(r[0]["events"] if len(r) > 1 else "")' "$TRUTH" 2>/dev/null || true)
+  fi
+  HALF=$(awk -v r="${STEADY%% *}" 'BEGIN {if (r > 0) printf "%.0f", r / 2}')
+  if [ -n "$WARM" ] && [ -n "$HALF" ]; then
+    if [ "$STARTED_BROKER" = 1 ]; then
+      tests/kafka-test-broker.sh stop
+      BROKERS=$(tests/kafka-test-broker.sh start)
+    fi
+    echo "== steady state: e2e_bench --latency-only, the first round ($WARM records) untimed, the rest at $HALF records/s"
+    "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" --latency-only \
+      --latency-rate "$HALF" --latency-warm "$WARM" >"$OUT/e2e_bench_steady.txt" 2>&1
+    S="$OUT/e2e_bench_steady.txt"
+    LAT=$(field "$S" "^latency, page event produced" '{r = after("at"); sub(/.*events, /, ""); print $0 " (at " r " records/s)"}')
+    P99=$(field "$S" "^latency, page event produced" '{print after("p99")}')
+    row "the same in steady state: later rounds, half the first-output-to-last rate" "$LAT" "p99 < 100 ms (issue 7)" "$(verdict "$P99" "<" 100)"
+  fi
+fi
+
+echo
+echo "figures of $(basename "$(dirname "$EVENTS")")/$(basename "$EVENTS"), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores; outputs in $OUT"
+printf '%s\n' "${ROWS[@]}" | awk -F'|' '
+  { for (i = 1; i <= 4; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } }
+  END {
+    split("figure|measured|bar|", h, "|"); h[4] = "verdict"
+    for (i = 1; i <= 4; i++) if (length(h[i]) > w[i]) w[i] = length(h[i])
+    f = "%-" w[1] "s  %-" w[2] "s  %-" w[3] "s  %s\n"
+    printf f, h[1], h[2], h[3], h[4]
+    for (r = 1; r <= NR; r++) printf f, c[r, 1], c[r, 2], c[r, 3], c[r, 4]
+  }' | tee "$OUT/figures.txt"
