@@ -41,23 +41,15 @@ if [ -z "${NEARDUP_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
 fi
 
 # --- the benchmark's bad-input file (issue: every malformed line lands in the dead letters) ----
-MAKE_CRAWL="${NEARDUP_MAKE_CRAWL:-$ROOT/../shared/bench/make_crawl.py}"
-if [ -f "$MAKE_CRAWL" ]; then
-  BENCH="$ROOT/target/bench/small-r1-s1"
-  if [ ! -f "$BENCH/truth.json" ]; then
-    mkdir -p "$BENCH"
-    echo "== generating the small benchmark crawl into $BENCH"
-    if ! python3 "$MAKE_CRAWL" --scale small --rounds 1 --seed 1 --out "$BENCH" --quiet --no-install; then
-      echo "== installing the Debian documentation packages the benchmark reads"
-      apt-get update -qq
-      python3 "$MAKE_CRAWL" --scale small --rounds 1 --seed 1 --out "$BENCH" --quiet
-    fi
-  fi
-  export NEARDUP_BENCH_SMALL="$BENCH"
-else
-  echo "== WARNING: $MAKE_CRAWL not found: the bench bad-input test is skipped (set NEARDUP_MAKE_CRAWL)"
-  export NEARDUP_SKIP_BENCH=1
-fi
+# (made once into target/bench/ by tests/tools/bench-crawl.sh, which exits 3 without make_crawl.py)
+rc=0
+BENCH=$(tests/tools/bench-crawl.sh small 1 1) || rc=$?
+case $rc in
+  0) export NEARDUP_BENCH_SMALL="$BENCH" ;;
+  3) echo "== WARNING: the bench bad-input test is skipped (no make_crawl.py)"
+     export NEARDUP_SKIP_BENCH=1 ;;
+  *) exit "$rc" ;;
+esac
 
 # --- the test brokers --------------------------------------------------------------------------
 echo "== starting the test broker (tansu)"

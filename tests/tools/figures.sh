@@ -12,8 +12,9 @@
 #
 #   EVENTS.jsonl  a make_crawl.py events file, truth.json beside it (without one, pair quality
 #                 is skipped); by default the medium crawl of four rounds, seed 1, made once
-#                 into target/bench/medium-r4-s1 with ../shared/bench/make_crawl.py (about 5
-#                 minutes; NEARDUP_MAKE_CRAWL names another copy of it)
+#                 into target/bench/medium-r4-s1 by tests/tools/bench-crawl.sh, with
+#                 ../shared/bench/make_crawl.py (about 5 minutes; NEARDUP_MAKE_CRAWL names
+#                 another copy of it)
 #   --reps N      repetitions of the one-core benchmarks, medians reported (default 3)
 #   --out DIR     where the benchmarks' outputs go (default target/figures/<date-time>)
 #   --brokers     a Kafka broker for the end-to-end figures; by default the test broker
@@ -50,15 +51,10 @@ done
 case "$REPS" in ''|*[!0-9]*|0) echo "figures.sh: --reps takes a number of 1 or more, not $REPS" >&2; exit 2 ;; esac
 
 if [ -z "$EVENTS" ]; then
-  BENCH="$ROOT/target/bench/medium-r4-s1"
+  rc=0
+  BENCH=$(tests/tools/bench-crawl.sh medium 4 1) || rc=$?
+  [ "$rc" = 0 ] || { echo "figures.sh: no events file given and the medium crawl cannot be made (pass EVENTS.jsonl)" >&2; exit 2; }
   EVENTS="$BENCH/events.jsonl"
-  if [ ! -f "$BENCH/truth.json" ]; then
-    MAKE_CRAWL="${NEARDUP_MAKE_CRAWL:-$ROOT/../shared/bench/make_crawl.py}"
-    [ -f "$MAKE_CRAWL" ] || { echo "figures.sh: no events file given and $MAKE_CRAWL not found (set NEARDUP_MAKE_CRAWL, or pass EVENTS.jsonl)" >&2; exit 2; }
-    mkdir -p "$BENCH"
-    echo "== generating the medium benchmark crawl (4 rounds, seed 1) into $BENCH (about 5 minutes)"
-    python3 "$MAKE_CRAWL" --scale medium --rounds 4 --seed 1 --out "$BENCH" --quiet
-  fi
 fi
 [ -f "$EVENTS" ] || { echo "figures.sh: $EVENTS not found" >&2; exit 2; }
 TRUTH="$(dirname "$EVENTS")/truth.json"
