@@ -18,7 +18,7 @@ if [ ! -f "$BENCH/truth.json" ]; then
   fi
   mkdir -p "$BENCH"
   generate() { python3 "$MAKE_CRAWL" --scale "$SCALE" --rounds "$ROUNDS" --seed "$SEED" --out "$BENCH" --quiet "$@" >&2; }
-  echo "== generating the benchmark's $SCALE crawl ($ROUNDS rounds, seed $SEED) into $BENCH" >&2
+  echo "== generating the benchmark's $SCALE crawl (rounds: $ROUNDS, seed: $SEED) into $BENCH" >&2
   if ! generate --no-install; then
     echo "== installing the Debian documentation packages the benchmark reads" >&2
     apt-get update -qq >&2

@@ -71,7 +71,8 @@ BIN="$ROOT/target/release"
 LIB='function before(w,  i) { for (i = 2; i <= NF; i++) if ($i == w) return $(i - 1); return "" }
      function after(w,  i) { for (i = 1; i < NF; i++) if ($i == w) return $(i + 1); return "" }'
 field() { grep -m1 -- "$2" "$1" | awk "$LIB $3" || true; }
-# "met" or "not met": `verdict VALUE OP BAR` (OP one of >= <= <), numbers only.
+# "met", "NOT met" or, without a value, "not measured": `verdict VALUE OP BAR` (OP one of >=
+# <= <), numbers only.
 verdict() {
   if [ -z "$1" ]; then echo "not measured"; return; fi
   awk -v v="$1" -v b="$3" -v op="$2" 'BEGIN {
@@ -79,9 +80,15 @@ verdict() {
 }
 ROWS=()
 row() { ROWS+=("$1|$2|$3|$4"); }
+# `bench NAME COMMAND...` runs one benchmark with its output into OUT/NAME.txt; one that fails is
+# said to have failed, and its figures stay unmeasured, while the others go on.
+bench() {
+  local name=$1; shift
+  "$@" >"$OUT/$name.txt" 2>&1 || echo "   $name failed (exit $?): see $OUT/$name.txt" >&2
+}
 
 echo "== signatures: sign_bench, one core, $REPS reps"
-"$BIN/examples/sign_bench" "$EVENTS" --reps "$REPS" >"$OUT/sign_bench.txt" 2>&1
+bench sign_bench "$BIN/examples/sign_bench" "$EVENTS" --reps "$REPS"
 SIGN_RATE=$(field "$OUT/sign_bench.txt" "^all signatures" '{print before("docs/s")}')
 SIGN_MBS=$(field "$OUT/sign_bench.txt" "^all signatures" '{print before("MB/s")}')
 SIGN_RATIO=$(field "$OUT/sign_bench.txt" "^ratio signatures / floor" '{print after("floor:")}')
@@ -89,7 +96,7 @@ row "signatures, every one of a page (HTML)" "$SIGN_RATE pages/s, $SIGN_MBS MB/s
 row "  the same against the floor (visible text + shingle hashes)" "$SIGN_RATIO" ">= 0.5 (issue 3)" "$(verdict "$SIGN_RATIO" ">=" 0.5)"
 
 echo "== sketch index: index_bench on the crawl's signatures, one core, $REPS reps"
-"$BIN/examples/index_bench" --events "$EVENTS" --reps "$REPS" >"$OUT/index_bench.txt" 2>&1
+bench index_bench "$BIN/examples/index_bench" --events "$EVENTS" --reps "$REPS"
 INDEX_RATE=$(field "$OUT/index_bench.txt" "records/s over" '{print before("records/s")}')
 INDEX_BYTES=$(field "$OUT/index_bench.txt" "index + signatures" '{print after("signatures")}')
 INDEX_PAGES=$(field "$OUT/index_bench.txt" "^at the end: window" '{print after("window")}')
@@ -98,13 +105,13 @@ row "index: memory per windowed page ($INDEX_PAGES pages)" "$INDEX_BYTES B" "<= 
 
 echo "== replay and pair quality: neardup replay, neardup eval"
 started=$(date +%s.%N)
-"$BIN/neardup" replay --input "$EVENTS" --out "$OUT/replay" >"$OUT/replay.txt" 2>&1
+bench replay "$BIN/neardup" replay --input "$EVENTS" --out "$OUT/replay"
 REPLAY_SECS=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
 RECORDS=$(field "$OUT/replay.txt" "input records" '{print after("records")}')
 REPLAY_RATE=$(awk -v n="$RECORDS" -v s="$REPLAY_SECS" 'BEGIN {if (s > 0 && n > 0) printf "%.0f", n / s}')
 row "neardup replay, the whole stream (wall time, all cores)" "$REPLAY_RATE records/s ($RECORDS in $REPLAY_SECS s)" "-" "-"
 if [ -f "$TRUTH" ]; then
-  "$BIN/neardup" eval --truth "$TRUTH" --pairs "$OUT/replay" >"$OUT/eval.txt" 2>&1
+  bench eval "$BIN/neardup" eval --truth "$TRUTH" --pairs "$OUT/replay"
   MIN_P=$(field "$OUT/eval.txt" "^min precision" '{v = after("precision"); sub(",", "", v); print v}')
   MIN_R=$(field "$OUT/eval.txt" "^min precision" '{print after("recall")}')
   # The exact-duplicate table's overall line: truth, found.
@@ -128,7 +135,7 @@ if [ "$NO_BROKER" = 0 ]; then
     [ "$STARTED_BROKER" = 0 ] || trap 'tests/kafka-test-broker.sh stop' EXIT
   fi
   echo "== end to end against $BROKERS: e2e_bench (load, bare read, neardup run, live run at half its rate)"
-  "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" >"$OUT/e2e_bench.txt" 2>&1
+  bench e2e_bench "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS"
   E="$OUT/e2e_bench.txt"
   BARE=$(field "$E" "^bare rdkafka consumer" '{print before("records/s")}')
   RUN=$(field "$E" "start to exit" '{print before("records/s") " records/s = " before("%") " %"}')
@@ -159,8 +166,8 @@ print(r[0]["events"] if len(r) > 1 else "")' "$TRUTH" 2>/dev/null || true)
       BROKERS=$(tests/kafka-test-broker.sh start)
     fi
     echo "== steady state: e2e_bench --latency-only, the first round ($WARM records) untimed, the rest at $HALF records/s"
-    "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" --latency-only \
-      --latency-rate "$HALF" --latency-warm "$WARM" >"$OUT/e2e_bench_steady.txt" 2>&1
+    bench e2e_bench_steady "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" \
+      --latency-only --latency-rate "$HALF" --latency-warm "$WARM"
     S="$OUT/e2e_bench_steady.txt"
     LAT=$(field "$S" "^latency, page event produced" '{r = after("at"); sub(/.*events, /, ""); print $0 " (at " r " records/s)"}')
     P99=$(field "$S" "^latency, page event produced" '{print after("p99")}')
