@@ -723,10 +723,7 @@ pub const MAX_URL_BYTES: usize = 8 * 1024;
 /// crawler should hear about it.
 fn check_url(url: &str) -> Result<(), DecodeError> {
     if url.len() > MAX_URL_BYTES {
-        let mut start = 200;
-        while !url.is_char_boundary(start) {
-            start -= 1;
-        }
+        let start = floor_char_boundary_lossy(url.as_bytes(), 200);
         return Err(DecodeError::new(
             DeadLetterReason::InvalidUrl,
             format!(
