@@ -4,7 +4,7 @@
 //! index's memory, and one lookup per key most of its time. Of those keys some are held by one
 //! page only, the others by several (the bands of a site's template, the bands of copies).
 //!
-//! - [`FlatMap`] maps each key to its page, or to a list of pages: `(key, value)` pairs of 8
+//! - [`FlatMap`] maps each key to its page, or to a block or list of pages: `(key, value)` pairs of 8
 //!   bytes in one array, ordered by key (linear probing with ordered runs, the Robin Hood
 //!   layout). The keys are mixed hashes, so a key's home is a multiply-shift of it over any
 //!   number of home positions: homes rise with keys, the array needs no power-of-two size and
@@ -14,16 +14,19 @@
 //!   not at home; growing places every entry again in one ordered pass. A general-purpose hash
 //!   map (hashbrown) keeps a control byte per bucket in a second array (two misses per lookup)
 //!   and doubles its buckets, running between 44 % and 88 % full.
-//! - [`Lists`] keeps the pages of keys held by several in blocks of one array, sized in steps
-//!   of about √2, with a head of 8 bytes per list (a `Vec` per list takes 24, a heap allocation
-//!   of its own, and doubles). The array is packed when the blocks that lists have outgrown add
-//!   up to a quarter of it.
+//! - [`Blocks`] keep the pages of keys held by two or by three, in blocks of exactly that many
+//!   numbered by the map's value, with no head: most keys held by several are held by two or
+//!   three.
+//! - [`Lists`] keeps the pages of keys held by four or more in blocks of one array, sized in
+//!   steps of about √2, with a head of 8 bytes per list (a `Vec` per list takes 24, a heap
+//!   allocation of its own, and doubles). The array is packed when the blocks that lists have
+//!   outgrown add up to a quarter of it.
 //!
-//! Together they took the key tables from 308 to 231 bytes per windowed page on `index_bench`'s
-//! million pages (the flat map 14 million keys, the lists another 14 million pages in 2.6
-//! million lists), at about the same speed (README, "Flat key tables").
+//! The flat map and the lists took the key tables from 308 to 231 bytes per windowed page on
+//! `index_bench`'s million pages (the flat map 14 million keys, the lists another 14 million
+//! pages in 2.6 million lists), at about the same speed (README, "Flat key tables").
 //!
-//! A list holds its pages in filing order, and removals keep that order: the index's answers
+//! A key's pages are kept in filing order, and removals keep that order: the index's answers
 //! depend on it.
 //!
 //! The index keeps each page's pair partners in a multimap too, keyed by slot number (mixed).
@@ -196,8 +199,9 @@ impl FlatMap {
     }
 }
 
-/// Pages of keys held by several, each list in a block of one array. Blocks come in sizes
-/// 2, 3, 4, 6, 8, 12, 16, … (each class about √2 times the one before); a list moves to the
+/// Pages of keys held by four or more, each list in a block of one array. Blocks come in sizes
+/// 2, 3, 4, 6, 8, 12, 16, … (each class about √2 times the one before; a list starts in the
+/// class of 4 and leaves for a [`Blocks`] of three when it falls to three); a list moves to the
 /// next class when it fills its block, and back one class when it falls to the size of the
 /// class below that. Freed blocks are reused by class; when they add up to a quarter of the
 /// array, the live blocks are packed into a new one (lists that grew long leave their
@@ -296,16 +300,19 @@ impl Lists {
         self.free_len = 0;
     }
 
-    /// A new list of `a` then `b`.
-    fn pair(&mut self, a: u32, b: u32) -> u32 {
-        let at = self.alloc(0);
-        self.pages[at] = a;
-        self.pages[at + 1] = b;
+    /// A new list of four pages, in a block of the class that holds four.
+    fn four(&mut self, pages: [u32; 4]) -> u32 {
+        const CLASS: u32 = 2;
+        debug_assert_eq!(block_size(CLASS), 4);
+        let at = self.alloc(CLASS);
+        self.pages[at..at + 4].copy_from_slice(&pages);
         let list = self.free_heads.pop().unwrap_or_else(|| {
             self.heads.push((0, 0));
-            (self.heads.len() - 1) as u32
+            let list = self.heads.len() - 1;
+            assert!(list < ID_LIMIT as usize, "key table lists over 2^29");
+            list as u32
         });
-        self.set_head(list, at, 2, 0);
+        self.set_head(list, at, 4, CLASS);
         list
     }
 
@@ -337,15 +344,16 @@ impl Lists {
         self.free_heads.push(list);
     }
 
-    /// Removes `page` from `list`; when one page is left, frees the list and returns that page.
-    fn remove(&mut self, list: u32, page: u32) -> Option<u32> {
+    /// Removes `page` from `list`; when three pages are left, frees the list and returns them
+    /// (a key of three pages is kept in a [`Blocks`] of three).
+    fn remove(&mut self, list: u32, page: u32) -> Option<[u32; 3]> {
         let (at, len, class) = self.head(list);
         let p = self.pages[at..at + len].iter().position(|&s| s == page)?;
         self.pages.copy_within(at + p + 1..at + len, at + p);
         let len = len - 1;
-        let last = if len == 1 {
+        let last = if len == 3 {
             self.free(list);
-            Some(self.pages[at])
+            Some(self.pages[at..at + 3].try_into().expect("three pages"))
         } else {
             self.set_head(list, at, len, class);
             if class >= 2 && len <= block_size(class - 2) {
@@ -369,14 +377,104 @@ impl Lists {
     }
 }
 
-/// A value of the map that is a list, not a page.
-const LIST: u32 = 1 << 31;
+/// Blocks of exactly `N` pages, for the keys held by two or by three: the map's value numbers
+/// the block and its tag says how many pages it holds, so such a key needs no list head (a key
+/// of two pages costs 8 bytes here, against 16 as a list: an 8-byte head and a block of two).
+/// Most keys held by several are held by two or three (on the benchmark's medium crawl, 45,000
+/// keys by two, 15,000 by three, 7,000 by more). A freed block keeps the number of the next
+/// free one in its first page.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Blocks<const N: usize> {
+    /// Block `i` is `pages[i * N..(i + 1) * N]`.
+    pages: Vec<u32>,
+    /// The first free block ([`HOLE`]: none).
+    free: u32,
+}
+
+impl<const N: usize> Default for Blocks<N> {
+    fn default() -> Self {
+        Blocks {
+            pages: Vec::new(),
+            free: HOLE,
+        }
+    }
+}
+
+impl<const N: usize> Blocks<N> {
+    fn get(&self, block: u32) -> &[u32] {
+        let at = block as usize * N;
+        &self.pages[at..at + N]
+    }
+
+    /// A block holding `pages`: a freed one, or a new one at the end.
+    fn add(&mut self, pages: [u32; N]) -> u32 {
+        let block = if self.free != HOLE {
+            let block = self.free;
+            self.free = self.pages[block as usize * N];
+            block
+        } else {
+            let at = self.pages.len();
+            // Grown by an eighth, not doubled, as the lists' array.
+            if at + N > self.pages.capacity() {
+                self.pages.reserve_exact(N.max(self.pages.capacity() / 8));
+            }
+            self.pages.resize(at + N, 0);
+            assert!(at / N < ID_LIMIT as usize, "key table blocks over 2^29");
+            (at / N) as u32
+        };
+        let at = block as usize * N;
+        self.pages[at..at + N].copy_from_slice(&pages);
+        block
+    }
+
+    /// Frees `block` and returns its pages.
+    fn take(&mut self, block: u32) -> [u32; N] {
+        let at = block as usize * N;
+        let pages = self.pages[at..at + N].try_into().expect("N pages");
+        self.pages[at] = self.free;
+        self.free = block;
+        pages
+    }
+
+    fn bytes(&self) -> usize {
+        self.pages.capacity() * 4
+    }
+}
+
+/// A map value's top three bits: a page (top bit clear: pages are below 2^31), or the number
+/// (below [`ID_LIMIT`]) of a list, of a block of two or of a block of three.
+const TAG: u32 = 0b111 << 29;
+const LIST: u32 = 0b100 << 29;
+const TWO: u32 = 0b110 << 29;
+const THREE: u32 = 0b111 << 29;
+const ID_LIMIT: u32 = 1 << 29;
+
+/// What a map value holds.
+enum Held {
+    Page(u32),
+    Two(u32),
+    Three(u32),
+    List(u32),
+}
+
+fn held(v: u32) -> Held {
+    let id = v & !TAG;
+    match v & TAG {
+        LIST => Held::List(id),
+        TWO => Held::Two(id),
+        THREE => Held::Three(id),
+        _ => Held::Page(v),
+    }
+}
 
 /// `u32 key -> pages` in filing order: a key held by one page costs one 8-byte entry of the
-/// map, a key held by several one more entry in the lists and 4 bytes per page.
+/// map; by two or three, that entry and a block of two or three pages; by more, that entry, a
+/// list head of 8 bytes and 4 bytes per page (in a block with room to grow).
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct MultiMap {
     map: FlatMap,
+    twos: Blocks<2>,
+    threes: Blocks<3>,
     lists: Lists,
 }
 
@@ -384,17 +482,25 @@ impl MultiMap {
     /// Files `page` (below 2^31) under `key`, after the pages it holds.
     pub(crate) fn insert(&mut self, key: u32, page: u32) {
         assert!(page < LIST, "page numbers are below 2^31");
-        match self.map.get_mut(key) {
-            None => self.map.insert(key, page),
-            Some(v) if *v & LIST != 0 => {
-                let list = *v & !LIST;
+        let Some(v) = self.map.get_mut(key) else {
+            self.map.insert(key, page);
+            return;
+        };
+        *v = match held(*v) {
+            Held::Page(first) => TWO | self.twos.add([first, page]),
+            Held::Two(b) => {
+                let [p, q] = self.twos.take(b);
+                THREE | self.threes.add([p, q, page])
+            }
+            Held::Three(b) => {
+                let [p, q, r] = self.threes.take(b);
+                LIST | self.lists.four([p, q, r, page])
+            }
+            Held::List(list) => {
                 self.lists.push(list, page);
+                *v
             }
-            Some(v) => {
-                let first = *v;
-                *v = LIST | self.lists.pair(first, page);
-            }
-        }
+        };
     }
 
     /// Removes `page` from `key`'s pages.
@@ -403,25 +509,48 @@ impl MultiMap {
             return;
         };
         let v = &mut self.map.entries[at].value;
-        if *v & LIST == 0 {
-            if *v == page {
-                self.map.remove_at(at);
+        match held(*v) {
+            Held::Page(p) => {
+                if p == page {
+                    self.map.remove_at(at);
+                }
             }
-            return;
-        }
-        if let Some(last) = self.lists.remove(*v & !LIST, page) {
-            *v = last;
+            Held::Two(b) => {
+                if let Some(i) = self.twos.get(b).iter().position(|&p| p == page) {
+                    *v = self.twos.take(b)[1 - i];
+                }
+            }
+            Held::Three(b) => {
+                if let Some(i) = self.threes.get(b).iter().position(|&p| p == page) {
+                    let [p, q, r] = self.threes.take(b);
+                    let rest = match i {
+                        0 => [q, r],
+                        1 => [p, r],
+                        _ => [p, q],
+                    };
+                    *v = TWO | self.twos.add(rest);
+                }
+            }
+            Held::List(list) => {
+                if let Some(rest) = self.lists.remove(list, page) {
+                    *v = THREE | self.threes.add(rest);
+                }
+            }
         }
     }
 
     /// Removes `key` and returns its pages, oldest first.
     pub(crate) fn take(&mut self, key: u32) -> Vec<u32> {
-        match self.map.remove(key) {
-            None => Vec::new(),
-            Some(v) if v & LIST == 0 => vec![v],
-            Some(v) => {
-                let pages = self.lists.get(v & !LIST).to_vec();
-                self.lists.free(v & !LIST);
+        let Some(v) = self.map.remove(key) else {
+            return Vec::new();
+        };
+        match held(v) {
+            Held::Page(p) => vec![p],
+            Held::Two(b) => self.twos.take(b).to_vec(),
+            Held::Three(b) => self.threes.take(b).to_vec(),
+            Held::List(list) => {
+                let pages = self.lists.get(list).to_vec();
+                self.lists.free(list);
                 self.lists.pack_if_sparse();
                 pages
             }
@@ -430,10 +559,14 @@ impl MultiMap {
 
     /// The pages of `key`, oldest first.
     pub(crate) fn get(&self, key: u32) -> &[u32] {
-        match self.map.get(key) {
-            None => &[],
-            Some(v) if *v & LIST != 0 => self.lists.get(*v & !LIST),
-            Some(v) => std::slice::from_ref(v),
+        let Some(v) = self.map.get(key) else {
+            return &[];
+        };
+        match held(*v) {
+            Held::Page(_) => std::slice::from_ref(v),
+            Held::Two(b) => self.twos.get(b),
+            Held::Three(b) => self.threes.get(b),
+            Held::List(list) => self.lists.get(list),
         }
     }
 
@@ -462,15 +595,20 @@ impl MultiMap {
     /// reading an array grows it by doubling (the entries up to twice their number).
     pub(crate) fn shrink_to_fit(&mut self) {
         self.map.entries.shrink_to_fit();
+        self.twos.pages.shrink_to_fit();
+        self.threes.pages.shrink_to_fit();
         let l = &mut self.lists;
         l.pages.shrink_to_fit();
         l.heads.shrink_to_fit();
         l.free_heads.shrink_to_fit();
     }
 
-    /// Bytes held by the map's entries and by the lists.
+    /// Bytes held by the map's entries, and by the blocks and lists of keys held by several.
     pub(crate) fn bytes(&self) -> (usize, usize) {
-        (self.map.bytes(), self.lists.bytes())
+        (
+            self.map.bytes(),
+            self.twos.bytes() + self.threes.bytes() + self.lists.bytes(),
+        )
     }
 }
 
@@ -563,13 +701,24 @@ mod tests {
         assert_eq!(m.get(7), &[3]);
         m.insert(8, 4);
         m.insert(8, 5);
-        // The list freed by key 7 is reused, and so is its first block (of two pages; its
-        // second, of three, is free).
-        assert_eq!(m.lists.heads.len(), 1);
-        assert_eq!(m.lists.pages.len(), 5);
+        // Key 7's block of two, freed, is reused by key 8; its block of three stays free.
+        assert_eq!(m.twos.pages.len(), 2);
+        assert_eq!(m.threes.pages.len(), 3);
         m.remove(7, 3);
         assert!(m.get(7).is_empty());
         assert_eq!(m.get(8), &[4, 5]);
+        // A fourth page makes a list; falling back to three pages frees it for a block of three
+        // (the free one), in filing order.
+        m.insert(8, 6);
+        m.insert(8, 7);
+        assert_eq!(m.get(8), &[4, 5, 6, 7]);
+        assert_eq!(m.lists.heads.len(), 1);
+        m.remove(8, 5);
+        assert_eq!(m.get(8), &[4, 6, 7]);
+        assert_eq!(m.lists.free_heads, [0]);
+        assert_eq!(m.threes.pages.len(), 3);
+        assert_eq!(m.take(8), [4, 6, 7]);
+        assert!(m.get(8).is_empty());
     }
 
     #[derive(Debug, Clone)]
@@ -622,19 +771,28 @@ mod tests {
                 for k in 0..6 {
                     prop_assert_eq!(m.get(k), model.get(&k).map_or(&[][..], |v| &v[..]));
                 }
-                let mut blocks: Vec<(usize, usize)> = m
-                    .map
-                    .entries
-                    .iter()
-                    .filter(|e| e.value != HOLE && e.value & LIST != 0)
-                    .map(|e| {
-                        let (at, len, class) = m.lists.head(e.value & !LIST);
-                        assert!(len <= block_size(class));
-                        (at, at + block_size(class))
-                    })
-                    .collect();
+                // No two keys share a list's block, or a block of two or of three.
+                let (mut blocks, mut twos, mut threes) = (Vec::new(), Vec::new(), Vec::new());
+                for e in m.map.entries.iter().filter(|e| e.value != HOLE) {
+                    match held(e.value) {
+                        Held::Page(_) => {}
+                        Held::Two(b) => twos.push(b),
+                        Held::Three(b) => threes.push(b),
+                        Held::List(list) => {
+                            let (at, len, class) = m.lists.head(list);
+                            prop_assert!((4..=block_size(class)).contains(&len));
+                            blocks.push((at, at + block_size(class)));
+                        }
+                    }
+                }
                 blocks.sort();
                 prop_assert!(blocks.windows(2).all(|w| w[0].1 <= w[1].0), "blocks overlap");
+                for numbers in [&mut twos, &mut threes] {
+                    let n = numbers.len();
+                    numbers.sort();
+                    numbers.dedup();
+                    prop_assert_eq!(numbers.len(), n, "two keys hold one block");
+                }
             }
         }
     }

@@ -27,7 +27,8 @@
 //! the copies filed just before it. A checksum bucket of `max_pairs_per_join` pages or more gives
 //! none (the exact index reports such groups). The default policy also skips the buckets of bands
 //! that lie wholly on the page's site boilerplate (below). The multimap (`crate::multimap`)
-//! keeps a key's page in an 8-byte entry of a flat table, or its pages in a list.
+//! keeps a key's page in an 8-byte entry of a flat table, its two or three pages in a block of
+//! that size, or more in a list.
 //!
 //! The multimap can be split by key into shards ([`NearIndex::with_key_shards`]), which the
 //! index asks by request and answer only: a filing's answer gives each of the page's buckets
@@ -391,7 +392,7 @@ impl NearIndex {
     /// [`Self::memory_bytes`] part by part, by the index's own accounting (capacities, not
     /// lengths): the page records (signatures, boilerplate mask, URL name), the window's
     /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site and sighting with
-    /// the names of the sites held, the key tables (their entries, and the lists of keys held
+    /// the names of the sites held, the key tables (their entries, and the blocks and lists of keys held
     /// by several pages), the live pairs and each page's partners, and the URLs with their map.
     pub fn memory_parts(&self) -> [(&'static str, usize); 8] {
         let by_url = &self.window.by_url;
