@@ -4,16 +4,16 @@
 //! index's memory, and one lookup per key most of its time. Of those keys some are held by one
 //! page only, the others by several (the bands of a site's template, the bands of copies).
 //!
-//! - [`FlatMap`] maps each key to its page, or to a block or list of pages: `(key, value)` pairs of 8
-//!   bytes in one array, ordered by key (linear probing with ordered runs, the Robin Hood
-//!   layout). The keys are mixed hashes, so a key's home is a multiply-shift of it over any
-//!   number of home positions: homes rise with keys, the array needs no power-of-two size and
-//!   grows by an eighth, running between 75 % and 85 % full. A lookup reads one run from the key's
-//!   home, stopping at the key, a greater one or a hole (one cache miss, mostly); an insertion
-//!   shifts the rest of its run up by one; a removal shifts back the entries after it that are
-//!   not at home; growing places every entry again in one ordered pass. A general-purpose hash
-//!   map (hashbrown) keeps a control byte per bucket in a second array (two misses per lookup)
-//!   and doubles its buckets, running between 44 % and 88 % full.
+//! - [`FlatMap`] maps each key to its page, or to a block or list of pages: `(key, value)`
+//!   pairs of 8 bytes in one array, ordered by key (linear probing with ordered runs, the Robin
+//!   Hood layout). The keys are mixed hashes, so a key's home is a multiply-shift of it over
+//!   any number of home positions: homes rise with keys, the array needs no power-of-two size
+//!   and grows by an eighth, running between 75 % and 85 % full. A lookup reads one run from
+//!   the key's home, stopping at the key, a greater one or a hole (one cache miss, mostly); an
+//!   insertion shifts the rest of its run up by one; a removal shifts back the entries after it
+//!   that are not at home; growing places every entry again in one ordered pass. A
+//!   general-purpose hash map (hashbrown) keeps a control byte per bucket in a second array
+//!   (two misses per lookup) and doubles its buckets, running between 44 % and 88 % full.
 //! - [`Blocks`] keep the pages of keys held by two or by three, in blocks of exactly that many
 //!   numbered by the map's value, with no head: most keys held by several are held by two or
 //!   three.
