@@ -14,7 +14,10 @@
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
 //! 2. **Bare read**: a plain rdkafka consumer reads the whole topic and does nothing else: the
-//!    rate the broker and client allow.
+//!    rate the broker and client allow. It is assigned the partition, so it starts at once;
+//!    then a second one subscribes in a new consumer group, as neardup does, and reads it all
+//!    again: from its creation to its last record, it waits out the same group join as
+//!    neardup's start to exit (on tansu, half the session timeout: 5 s).
 //! 3. **neardup run**: the release binary (beside this example) consumes the same topic with
 //!    `--exit-at-end` into fresh output topics: records per second from its start to its exit,
 //!    and from its first signature event to its last (without the process start, the consumer
@@ -60,11 +63,11 @@
 //! directory (removed after the run), and prints how many it wrote and how long input waited
 //! for each: a deployment's checkpoints, whose pauses step 4's latency then includes.
 //!
-//! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumer (repeatable);
+//! `--bare-x KEY=VALUE` sets a librdkafka property of the bare consumers (repeatable);
 //! `--produce-x KEY=VALUE` one of the producer of the page events, in every step (e.g.
 //! `compression.type=lz4`: a crawler's producer may compress its pages, which the broker then
 //! stores and serves in a fraction of the bytes);
-//! `--bare-only` stops after the bare read.
+//! `--bare-only` stops after the bare reads.
 //!
 //! `--split-stages` replaces step 4: the split stages (`--stage sign`, `index`, `cluster` and,
 //! with `--mirror-stage`, `mirror`) run one after another on the same topic, each reading the
@@ -81,7 +84,8 @@
 //! --scale-out --mirror-stage --exit-at-end`), measured as `--split-side-by-side` measures them.
 //!
 //! The ratio of 3 to 2 is issue 7's bar (at least 50 %); the machine is shared, so compare the
-//! ratio, not the absolute rates.
+//! ratio, not the absolute rates. neardup's start to exit is also given against the bare read
+//! in a group, both with the join.
 
 #[path = "../../topology/benches/common/events.rs"]
 mod events_file;
@@ -286,6 +290,40 @@ fn bare_read(brokers: &str, topic: &str, n: usize, extra: &[(String, String)]) -
         }
     }
     (n as f64 / start.elapsed().as_secs_f64(), bytes)
+}
+
+/// The bare read as neardup reads: subscribed in a new consumer group, with neardup's session
+/// timeout and heartbeat, so it waits out the same group join (tansu assigns partitions half a
+/// session timeout after the first join; Kafka, `group.initial.rebalance.delay.ms` after it);
+/// records per second from the consumer's creation to its last record.
+fn bare_group_read(brokers: &str, topic: &str, n: usize, extra: &[(String, String)]) -> f64 {
+    let mut cfg = config(brokers);
+    cfg.set("fetch.message.max.bytes", "20000000")
+        .set("group.id", format!("{topic}.bare-group"))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000");
+    for (k, v) in extra {
+        cfg.set(k, v);
+    }
+    let start = Instant::now();
+    let c: BaseConsumer = cfg.create().expect("consumer");
+    c.subscribe(&[topic]).expect("subscribe");
+    // `poll` also returns `None` after serving the rebalance that assigns the partition, so
+    // only a long silence is a failure.
+    let (mut got, mut last) = (0usize, Instant::now());
+    while got < n {
+        match c.poll(Duration::from_millis(200)) {
+            Some(Ok(_)) => (got, last) = (got + 1, Instant::now()),
+            Some(Err(e)) => panic!("bare read in a group: {e}"),
+            None => assert!(
+                last.elapsed() < Duration::from_secs(60),
+                "bare read in a group: no record for 60 s after {got}"
+            ),
+        }
+    }
+    n as f64 / start.elapsed().as_secs_f64()
 }
 
 /// Runs `neardup run` on `topic` until it exits (or is stopped); returns (seconds, peak RSS KiB,
@@ -690,6 +728,10 @@ fn main() {
             "bare rdkafka consumer: {bare:.0} records/s ({:.1} MB/s)",
             bare * mb / lines.len() as f64
         );
+        let bare_group = bare_group_read(&brokers, &topic, lines.len(), &bare_x);
+        println!(
+            "bare read in a new consumer group (joining it as neardup does; creation to last record): {bare_group:.0} records/s"
+        );
         if args.iter().any(|a| a == "--bare-only") {
             return;
         }
@@ -712,6 +754,10 @@ fn main() {
             "neardup run (all stages, start to exit): {rate:.0} records/s = {:.1} % of the bare read; \
              its CPU time (user + system) {cpu:.1} s",
             100.0 * rate / bare
+        );
+        println!(
+            "neardup run, start to exit, against the bare read in a group (both joining a new group): {:.1} %",
+            100.0 * rate / bare_group
         );
         // The same run without its start (process, consumer group join: tansu assigns partitions
         // half a session timeout after the first join) and its shutdown: the input records over
