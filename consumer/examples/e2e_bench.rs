@@ -270,25 +270,46 @@ fn warm_up_topic(topic: &str) -> String {
     format!("{topic}.warm-up")
 }
 
-fn bare_read(brokers: &str, topic: &str, n: usize, extra: &[(String, String)]) -> (f64, u64) {
+/// A bare consumer's configuration: up to 20 MB per fetch, then `own` properties, then the
+/// `--bare-x` ones (`extra`), which override both.
+fn bare_config(brokers: &str, own: &[(&str, &str)], extra: &[(String, String)]) -> ClientConfig {
     let mut cfg = config(brokers);
     cfg.set("fetch.message.max.bytes", "20000000");
+    for (k, v) in own {
+        cfg.set(*k, *v);
+    }
     for (k, v) in extra {
         cfg.set(k, v);
     }
-    let c = from_beginning(cfg, topic, "bare");
-    let start = Instant::now();
-    let (mut got, mut bytes) = (0usize, 0u64);
+    cfg
+}
+
+/// Reads `n` records from `c` and returns their payload bytes. `poll` also returns `None` after
+/// serving a rebalance (a subscribed consumer's assignment), so only 30 s without a record is a
+/// failure.
+fn read_records(c: &BaseConsumer, n: usize, what: &str) -> u64 {
+    let (mut got, mut bytes, mut last) = (0usize, 0u64, Instant::now());
     while got < n {
-        match c.poll(Duration::from_secs(30)) {
+        match c.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
                 got += 1;
                 bytes += m.payload().map_or(0, |p| p.len() as u64);
+                last = Instant::now();
             }
-            Some(Err(e)) => panic!("bare read: {e}"),
-            None => panic!("bare read timed out after {got} records"),
+            Some(Err(e)) => panic!("{what}: {e}"),
+            None => assert!(
+                last.elapsed() < Duration::from_secs(30),
+                "{what} timed out after {got} records"
+            ),
         }
     }
+    bytes
+}
+
+fn bare_read(brokers: &str, topic: &str, n: usize, extra: &[(String, String)]) -> (f64, u64) {
+    let c = from_beginning(bare_config(brokers, &[], extra), topic, "bare");
+    let start = Instant::now();
+    let bytes = read_records(&c, n, "bare read");
     (n as f64 / start.elapsed().as_secs_f64(), bytes)
 }
 
@@ -297,32 +318,20 @@ fn bare_read(brokers: &str, topic: &str, n: usize, extra: &[(String, String)]) -
 /// session timeout after the first join; Kafka, `group.initial.rebalance.delay.ms` after it);
 /// records per second from the consumer's creation to its last record.
 fn bare_group_read(brokers: &str, topic: &str, n: usize, extra: &[(String, String)]) -> f64 {
-    let mut cfg = config(brokers);
-    cfg.set("fetch.message.max.bytes", "20000000")
-        .set("group.id", format!("{topic}.bare-group"))
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "10000")
-        .set("heartbeat.interval.ms", "1000");
-    for (k, v) in extra {
-        cfg.set(k, v);
-    }
+    let group = format!("{topic}.bare-group");
+    let own = [
+        ("group.id", group.as_str()),
+        ("enable.auto.commit", "false"),
+        ("auto.offset.reset", "earliest"),
+        ("session.timeout.ms", "10000"),
+        ("heartbeat.interval.ms", "1000"),
+    ];
     let start = Instant::now();
-    let c: BaseConsumer = cfg.create().expect("consumer");
+    let c: BaseConsumer = bare_config(brokers, &own, extra)
+        .create()
+        .expect("consumer");
     c.subscribe(&[topic]).expect("subscribe");
-    // `poll` also returns `None` after serving the rebalance that assigns the partition, so
-    // only a long silence is a failure.
-    let (mut got, mut last) = (0usize, Instant::now());
-    while got < n {
-        match c.poll(Duration::from_millis(200)) {
-            Some(Ok(_)) => (got, last) = (got + 1, Instant::now()),
-            Some(Err(e)) => panic!("bare read in a group: {e}"),
-            None => assert!(
-                last.elapsed() < Duration::from_secs(60),
-                "bare read in a group: no record for 60 s after {got}"
-            ),
-        }
-    }
+    read_records(&c, n, "bare read in a group");
     n as f64 / start.elapsed().as_secs_f64()
 }
 
