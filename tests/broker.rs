@@ -1273,6 +1273,35 @@ async fn merged_run(name: &str, extra: &[&str]) {
     assert!(!got[&OutputKind::Pairs].is_empty() && !got[&OutputKind::Clusters].is_empty());
 }
 
+/// `--assign` reads every partition of a two-partition input alone, outside the consumer group:
+/// it says so, merges the partitions by event time and publishes exactly the outputs of the
+/// group's run (the oracle's), and commits for the group, so that a second run of the group
+/// starts at the end and reads nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_reads_alone_publishes_the_group_runs_outputs_and_commits_for_the_group() {
+    let s = Setup::with_input_partitions("assign", brokers(), 2).await;
+    let sample = sample_crawl(&SampleOptions::default());
+    let want = produce_alternating(&s, &sample).await;
+    let log = std::env::temp_dir().join(format!("neardup-assign-{}.log", std::process::id()));
+    let alone = ["--exit-at-end", "--assign"];
+    let text = finish_logged(&mut s.spawn_logged(&alone, &log), &log, true);
+    assert!(
+        text.contains("partitions assigned (--assign") && !text.contains("partitions revoked"),
+        "{text}"
+    );
+    assert_eq!(
+        summary_number(&text, "input records"),
+        sample.records.len() as u64
+    );
+    let got = s.read_outputs();
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+    let again = finish_logged(&mut s.spawn_logged(&alone, &log), &log, true);
+    assert_eq!(summary_number(&again, "input records"), 0, "{again}");
+    assert_eq!(s.read_outputs(), got);
+}
+
 /// The sign stage scales out: two instances in one consumer group split a two-partition input
 /// and sign concurrently; each sends a page to the internal partition with its input
 /// partition's number, so the index stage merges the internal partitions by event time exactly

@@ -83,9 +83,12 @@
 //! `--scale-out` replaces step 4 too: the same four stages in one process (`neardup run
 //! --scale-out --mirror-stage --exit-at-end`), measured as `--split-side-by-side` measures them.
 //!
+//!    Then it runs again with `--assign` (every partition assigned at start, outside the
+//!    group, as the first bare read is): records per second from its start to its exit.
 //! The ratio of 3 to 2 is issue 7's bar (at least 50 %); the machine is shared, so compare the
 //! ratio, not the absolute rates. neardup's start to exit is also given against the bare read
-//! in a group, both with the join.
+//! in a group, both with the join, and with `--assign` against the assigned bare read, both
+//! without it.
 
 #[path = "../../topology/benches/common/events.rs"]
 mod events_file;
@@ -372,7 +375,7 @@ fn neardup(
         });
     let pid = child.id();
     let (mut peak, mut cpu_ticks) = (0u64, 0u64);
-    loop {
+    let status = loop {
         if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
             if let Some(v) = s.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
                 peak = peak.max(v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0));
@@ -390,8 +393,8 @@ fn neardup(
                 cpu_ticks = cpu_ticks.max(f.iter().sum());
             }
         }
-        if let Some(_status) = child.try_wait().expect("wait") {
-            break;
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
         }
         if stop_after.is_some_and(|d| start.elapsed() > d) {
             let _ = Command::new("kill")
@@ -399,13 +402,19 @@ fn neardup(
                 .status();
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
     let secs = start.elapsed().as_secs_f64();
     let mut err = String::new();
     if let Some(mut e) = child.stderr.take() {
         use std::io::Read;
         let _ = e.read_to_string(&mut err);
     }
+    // A run that failed would give a rate of nothing.
+    assert!(
+        status.success(),
+        "neardup run {} failed ({status}):\n{err}",
+        extra.join(" ")
+    );
     // Clock ticks of 1/100 s (USER_HZ on Linux).
     (secs, peak, err, cpu_ticks as f64 / 100.0)
 }
@@ -670,7 +679,7 @@ fn main() {
         let t = echo_topic(when);
         names.extend([warm_up_topic(&t), format!("{t}.out"), t]);
     }
-    for run in ["run", "live", "split"] {
+    for run in ["run", "assign", "live", "split"] {
         names.extend(kinds.iter().map(|k| format!("{}{k}", prefix(run))));
     }
     for run in ["live", "split"] {
@@ -779,6 +788,23 @@ fn main() {
             );
             steady
         });
+        // The same run reading alone (`--assign`: every partition assigned at start, no group
+        // join), against the assigned bare read: neither waits for a group.
+        let assign_checkpoints = checkpoint_args("assign");
+        let assign_args: Vec<&str> = ["--exit-at-end", "--assign"]
+            .into_iter()
+            .chain(passed.iter().copied())
+            .chain(assign_checkpoints.iter().map(String::as_str))
+            .collect();
+        let (assign_secs, _, assign_err, _) =
+            neardup(&brokers, &topic, &prefix("assign"), &assign_args, None);
+        report_checkpoints("neardup run --assign", &assign_err);
+        let _ = std::fs::remove_dir_all(checkpoint_dir("assign"));
+        let alone = lines.len() as f64 / assign_secs;
+        println!(
+            "neardup run --assign (reading alone, without a group join), start to exit: {alone:.0} records/s = {:.1} % of the bare read ({assign_secs:.1} s)",
+            100.0 * alone / bare
+        );
         println!(
             "peak resident memory {:.0} MiB; {:.0} pages in the window at the end: {:.1} KiB per windowed page (all state and buffers; at this size mostly fixed costs: what the state takes per page, checkpoint_bench counts)",
             peak_kib as f64 / 1024.0,

@@ -100,6 +100,12 @@ impl EndWatch {
         }
     }
 
+    /// Whether the stage reads the input itself (sign, all-in-one): then [`Self::done`] asks
+    /// the broker nothing and is always true.
+    pub fn local(&self) -> bool {
+        self.chain.is_empty()
+    }
+
     /// Whether the stage has applied all it will be given: every stage before it committed
     /// its whole input, then each of `own` (this instance's partitions of its input) is applied
     /// to its end (`applied`: per partition, the offset after the last record applied and

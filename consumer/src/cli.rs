@@ -354,6 +354,15 @@ pub struct RunArgs {
     /// shard before it will pass it more: run shard stages until SIGTERM.
     #[arg(long, env = "NEARDUP_EXIT_AT_END")]
     pub exit_at_end: bool,
+    /// Read every partition of the input topic, assigned at start, without joining the consumer
+    /// group (whose committed offsets it still starts from and commits): a replay or batch job
+    /// that runs alone starts reading at once instead of after the group's join (Apache Kafka
+    /// holds a new group's first assignment for `group.initial.rebalance.delay.ms`, 3 s by
+    /// default; tansu for half the session timeout). With `--exit-at-end` and the all-in-one
+    /// stage only, and while no other instance uses the group: nothing splits the partitions,
+    /// and Kafka refuses the commits of a consumer outside a group that has members.
+    #[arg(long, env = "NEARDUP_ASSIGN")]
+    pub assign: bool,
     /// Run a stage whose state spans every partition of its input (all, index, verify, cluster,
     /// mirror) in one instance of the group at a time: the one holding the lease, a partition of
     /// PREFIX + `internal.lease` (one partition, written only with the holder's URL under

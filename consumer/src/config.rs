@@ -74,6 +74,9 @@ pub struct FileConfig {
     /// Stop at the end of the assigned partitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_at_end: Option<bool>,
+    /// Read every input partition without joining the group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assign: Option<bool>,
     /// One active instance per group of a stage whose state spans the partitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease: Option<bool>,
@@ -425,6 +428,7 @@ pub fn apply_run(
         "checkpoint_interval"
     );
     overlay!(m, a.exit_at_end, f.exit_at_end, "exit_at_end");
+    overlay!(m, a.assign, f.assign, "assign");
     overlay!(m, a.lease, f.lease, "lease");
     overlay!(m, a.scale_out, f.scale_out, "scale_out");
     overlay!(
@@ -559,6 +563,21 @@ pub fn validate_run(a: &RunArgs) -> Result<()> {
             a.stage.name()
         );
     }
+    if a.assign && !(a.exit_at_end && a.stage == crate::cli::Stage::All) {
+        bail!(
+            "{} reads the whole input alone, for a run that stops at its end: it needs {} and the all-in-one stage (no --stage, --scale-out or --lease); a run that goes on, or a split stage, joins its consumer group",
+            name("assign"),
+            name("exit_at_end")
+        );
+    }
+    if a.assign && (a.lease || a.scale_out) {
+        bail!(
+            "{} reads the whole input alone: leave out {} and {}, which share the work among the instances of a group",
+            name("assign"),
+            name("lease"),
+            name("scale_out")
+        );
+    }
     if a.commit_interval.is_zero() {
         bail!("{}: must be longer than 0", name("commit_interval"));
     }
@@ -628,6 +647,7 @@ pub fn effective(a: &RunArgs) -> FileConfig {
         checkpoint_dir: a.checkpoint_dir.clone(),
         checkpoint_interval: Some(Dur(a.checkpoint_interval)),
         exit_at_end: Some(a.exit_at_end),
+        assign: Some(a.assign),
         lease: Some(a.lease),
         scale_out: Some(a.scale_out),
         max_dead_letter_ratio: Some(a.max_dead_letter_ratio),
@@ -812,6 +832,38 @@ mod tests {
                 && e.contains("not an http:// URL"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn reading_alone_is_refused_where_a_group_must_share_the_work_naming_the_key() {
+        let run = |extra: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(
+                [
+                    &["neardup", "run", "--brokers", "localhost:9092"][..],
+                    extra,
+                ]
+                .concat(),
+            )
+            .unwrap();
+            match cli.command {
+                crate::cli::Command::Run(a) => validate_run(&a).map_err(|e| e.to_string()),
+                _ => unreachable!(),
+            }
+        };
+        assert!(run(&["--assign", "--exit-at-end"]).is_ok());
+        for extra in [
+            &["--assign"][..],
+            &["--assign", "--exit-at-end", "--stage", "sign"],
+            &["--assign", "--exit-at-end", "--lease"],
+            &["--assign", "--exit-at-end", "--scale-out"],
+        ] {
+            let e = run(extra).unwrap_err();
+            assert!(
+                e.starts_with("--assign / NEARDUP_ASSIGN / assign "),
+                "{extra:?}: {e}"
+            );
+        }
+        assert!(run(&["--assign"]).unwrap_err().contains("--exit-at-end"));
     }
 
     #[test]

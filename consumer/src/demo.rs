@@ -52,6 +52,7 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         output_prefix: "neardup.".into(),
         kafka: vec![],
         exit_at_end: true,
+        assign: false,
         commit_interval: Duration::from_millis(200),
         max_in_flight: 10_000,
         drain_timeout: Duration::from_secs(30),

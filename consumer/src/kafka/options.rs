@@ -25,6 +25,8 @@ pub struct KafkaOptions {
     pub kafka: Vec<(String, String)>,
     /// Stop at the end of every assigned partition.
     pub exit_at_end: bool,
+    /// Read every input partition without joining the group (`--assign`).
+    pub assign: bool,
     /// Commit interval.
     pub commit_interval: Duration,
     /// Bound on inputs awaiting acknowledgement.
@@ -63,6 +65,7 @@ impl From<&RunArgs> for KafkaOptions {
             output_prefix: a.output_prefix.clone(),
             kafka: a.kafka.clone(),
             exit_at_end: a.exit_at_end,
+            assign: a.assign,
             commit_interval: a.commit_interval,
             max_in_flight: a.max_in_flight.max(1),
             drain_timeout: a.drain_timeout,
@@ -92,6 +95,7 @@ impl KafkaOptions {
             output_prefix: "p.".into(),
             kafka: vec![],
             exit_at_end: true,
+            assign: false,
             commit_interval: Duration::from_secs(1),
             max_in_flight: 1,
             drain_timeout: Duration::from_secs(1),

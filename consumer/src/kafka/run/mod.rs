@@ -213,6 +213,29 @@ impl Run {
             .with_context(|| format!("cannot subscribe to {}", self.opts.input_topic))
     }
 
+    /// `--assign`: takes every partition of the input at once, without joining the group. Each
+    /// starts at the group's committed offset, or where `auto.offset.reset` says if it has none
+    /// (a checkpoint moves it later, as after a group's assignment: [`Run::restore`]).
+    fn assign_all(&self) -> Result<()> {
+        let topic = &self.opts.input_topic;
+        let ids = super::partition_ids(&self.consumer, topic, super::METADATA_TIMEOUT)
+            .with_context(|| format!("cannot read the metadata of {topic}"))?;
+        let mut tpl = TopicPartitionList::new();
+        for p in ids {
+            tpl.add_partition_offset(topic, p, rdkafka::Offset::Stored)?;
+        }
+        self.consumer
+            .assign(&tpl)
+            .with_context(|| format!("cannot assign the partitions of {topic}"))?;
+        self.health
+            .owned
+            .lock()
+            .expect("owned partitions")
+            .extend(super::topic_partitions(&tpl));
+        info!(partitions = ?super::partitions(&tpl), "partitions assigned (--assign: read alone, outside the consumer group)");
+        Ok(())
+    }
+
     /// Serves the loop's events until shutdown is asked for, every assigned partition is read
     /// to its end (`--exit-at-end`), or the lease lapses ([`Run::finish`] says so then).
     pub(super) async fn serve(&mut self) -> Result<()> {
@@ -234,6 +257,15 @@ impl Run {
                 self.checkpoints.last = Some(at);
             }
             self.checkpoint_if_due()?;
+            // A stage that reads the input itself is done once its partitions are at their
+            // end, which it tells without asking the broker: it stops then, not at the next
+            // tick (up to a second later). A split stage asks the broker, at ticks only.
+            if !self.own.at_end.is_empty()
+                && self.end_watch.as_ref().is_some_and(EndWatch::local)
+                && self.read_to_end()?
+            {
+                return Ok(());
+            }
             self.pause_for_merge();
             let merge_wake = self.merge.deadline().map(tokio::time::Instant::from_std);
             tokio::select! {
@@ -554,22 +586,32 @@ impl Run {
         if self.merging {
             self.assigned = assignment(&self.consumer)?;
         }
-        if opts.exit_at_end
+        if self.read_to_end()? {
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Under `--exit-at-end`: whether every assigned partition is read to its end with every
+    /// output acknowledged and, for a split stage, every stage before it done (said in the log).
+    fn read_to_end(&mut self) -> Result<bool> {
+        if !(self.opts.exit_at_end
             && self.in_flight.is_empty()
             && self.preparing.is_empty()
             && self.merge.is_empty()
-            && all_at_end(&self.consumer, &self.own.at_end)?
+            && all_at_end(&self.consumer, &self.own.at_end)?)
         {
-            let own = assignment(&self.consumer)?;
-            // Questions to the broker, bounded: nothing else is to be done meanwhile.
-            if self.end_watch.as_mut().is_none_or(|w| {
-                tokio::task::block_in_place(|| w.done(&self.consumer, &own, &self.own.acked))
-            }) {
-                info!("every assigned partition read to its end");
-                return Ok(ControlFlow::Break(()));
-            }
+            return Ok(false);
         }
-        Ok(ControlFlow::Continue(()))
+        let own = assignment(&self.consumer)?;
+        // Questions to the broker, bounded: nothing else is to be done meanwhile.
+        let done = self.end_watch.as_mut().is_none_or(|w| {
+            tokio::task::block_in_place(|| w.done(&self.consumer, &own, &self.own.acked))
+        });
+        if done {
+            info!("every assigned partition read to its end");
+        }
+        Ok(done)
     }
 
     /// A record was read: it goes to the preparing threads.

@@ -262,7 +262,9 @@ impl Run {
             tick_period,
             last_commit: Instant::now(),
         };
-        if run.subscribed {
+        if run.subscribed && run.opts.assign {
+            run.assign_all()?;
+        } else if run.subscribed {
             run.subscribe()?;
         }
         info!(topic = %run.opts.input_topic, group = %run.opts.group, brokers = %run.opts.brokers, "consuming");
