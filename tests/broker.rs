@@ -1273,32 +1273,38 @@ async fn merged_run(name: &str, extra: &[&str]) {
     assert!(!got[&OutputKind::Pairs].is_empty() && !got[&OutputKind::Clusters].is_empty());
 }
 
-/// `--assign` reads every partition of a two-partition input alone, outside the consumer group:
-/// it says so, merges the partitions by event time and publishes exactly the outputs of the
-/// group's run (the oracle's), and commits for the group, so that a second run of the group
-/// starts at the end and reads nothing.
+/// `--assign` reads every partition of a two-partition input alone, outside the consumer group
+/// (it says so, and nothing is revoked): the first run applies the first half of the stream,
+/// merged in event-time order, and commits for the group; the second half arrives, and a second
+/// run alone starts where the group committed, rebuilds the state by re-reading up to there,
+/// and goes on. The two publish exactly what the oracle publishes for the two halves merged, as
+/// the group's runs do (`a_restart_on_two_partitions_rebuilds_the_state_in_the_merged_order`);
+/// a third run then reads nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_that_reads_alone_publishes_the_group_runs_outputs_and_commits_for_the_group() {
+async fn runs_that_read_alone_restart_where_the_group_committed_and_publish_its_outputs() {
     let s = Setup::with_input_partitions("assign", brokers(), 2).await;
-    let sample = sample_crawl(&SampleOptions::default());
-    let want = produce_alternating(&s, &sample).await;
-    let log = std::env::temp_dir().join(format!("neardup-assign-{}.log", std::process::id()));
+    let records = big_sample().records;
+    let half = records.len() / 2;
     let alone = ["--exit-at-end", "--assign"];
-    let text = finish_logged(&mut s.spawn_logged(&alone, &log), &log, true);
+    let mut merged = send_alternating(&s, &records[..half], 0).await;
+    let first = s.run_logged(&alone, true);
     assert!(
-        text.contains("partitions assigned (--assign") && !text.contains("partitions revoked"),
-        "{text}"
+        first.contains("partitions assigned (--assign") && !first.contains("partitions revoked"),
+        "{first}"
     );
-    assert_eq!(
-        summary_number(&text, "input records"),
-        sample.records.len() as u64
+    merged.extend(send_alternating(&s, &records[half..], half).await);
+    let second = s.run_logged(&alone, true);
+    assert!(
+        second.contains("restoring state"),
+        "the restart re-read nothing:\n{second}"
     );
     let got = s.read_outputs();
+    let want = oracle_of(&s, &merged);
     for kind in OutputKind::ALL {
         assert_same(kind, &got[&kind], &want[&kind]);
     }
-    let again = finish_logged(&mut s.spawn_logged(&alone, &log), &log, true);
-    assert_eq!(summary_number(&again, "input records"), 0, "{again}");
+    let third = s.run_logged(&alone, true);
+    assert_eq!(summary_number(&third, "input records"), 0, "{third}");
     assert_eq!(s.read_outputs(), got);
 }
 
