@@ -23,6 +23,8 @@
 //!    and from its first signature event to its last (without the process start, the consumer
 //!    group join and the shutdown), and its peak resident memory (`/proc/PID/status` VmHWM),
 //!    per windowed page at the end.
+//!    Then it runs again with `--assign` (every partition assigned at start, outside the
+//!    group, as the first bare read is): records per second from its start to its exit.
 //! 4. **Latency**: a second, live run; the events (all, or the first `--latency-records`) are
 //!    produced at half the rate of step 3 (or `--latency-rate`), and each pair event's delay is
 //!    its broker timestamp minus the produce time of the page event that caused it (matched by
@@ -83,8 +85,6 @@
 //! `--scale-out` replaces step 4 too: the same four stages in one process (`neardup run
 //! --scale-out --mirror-stage --exit-at-end`), measured as `--split-side-by-side` measures them.
 //!
-//!    Then it runs again with `--assign` (every partition assigned at start, outside the
-//!    group, as the first bare read is): records per second from its start to its exit.
 //! The ratio of 3 to 2 is issue 7's bar (at least 50 %); the machine is shared, so compare the
 //! ratio, not the absolute rates. neardup's start to exit is also given against the bare read
 //! in a group, both with the join, and with `--assign` against the assigned bare read, both
