@@ -8,16 +8,54 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-/// When the page in a slot was fetched, and which of its expiry entries is current.
-#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
+/// When the page in a slot was fetched ([`Stamp::FREE`]: the slot holds none), in 8 bytes.
+///
+/// An expiry entry is current while its slot's stamp has the entry's time. An entry can also
+/// match a later page of the slot with the very same fetch time; it then stands for that page,
+/// as that page's own entry does (the same time and slot, so the same place in the order), and
+/// whichever of the two comes first removes it, at the time its own entry would. (A fetch
+/// counter in each stamp and entry told the two apart, for 8 bytes more per page and 4 per entry;
+/// it changed no outcome.)
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Stamp {
     pub(super) at_ms: i64,
-    /// The window's fetch counter when the page was filed or last refreshed, so stale expiry
-    /// entries (of an earlier fetch, or of an earlier page in a reused slot) are recognised. It
-    /// wraps after 2^32 fetches; a stale entry would have to outlive that many fetches to be
-    /// mistaken for a current one.
-    pub(super) generation: u32,
-    pub(super) live: bool,
+}
+
+impl Stamp {
+    /// The stamp of a free slot; a fetch at this time is stamped a millisecond later.
+    pub(super) const FREE: i64 = i64::MIN;
+
+    #[cfg(test)]
+    fn live(self) -> bool {
+        self.at_ms != Self::FREE
+    }
+}
+
+impl Default for Stamp {
+    fn default() -> Self {
+        Stamp { at_ms: Stamp::FREE }
+    }
+}
+
+/// An expiry entry: a fetch time, split into its high half (signed) and its low half so that
+/// the entry orders as (time, slot) in 12 bytes (an `(i64, u32)` takes 16), and the slot.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub(super) struct Due(i32, u32, u32);
+
+impl Due {
+    pub(super) fn new(at_ms: i64, slot: u32) -> Due {
+        Due((at_ms >> 32) as i32, at_ms as u32, slot)
+    }
+
+    pub(super) fn at_ms(self) -> i64 {
+        i64::from(self.0) << 32 | i64::from(self.1)
+    }
+
+    pub(super) fn slot(self) -> u32 {
+        self.2
+    }
 }
 
 /// What the window did, for its host to carry out.
@@ -103,8 +141,7 @@ pub(super) struct Window {
     pub(super) by_url: UrlSlots,
     pub(super) stamps: Vec<Stamp>,
     pub(super) free: Vec<u32>,
-    pub(super) expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
-    pub(super) fetches: u32,
+    pub(super) expiry: BinaryHeap<Reverse<Due>>,
     /// Fetches before this event time are outside the window.
     pub(super) horizon_ms: i64,
     pub(super) stale: u64,
@@ -124,7 +161,6 @@ impl Default for Window {
             stamps: Vec::new(),
             free: Vec::new(),
             expiry: BinaryHeap::new(),
-            fetches: 0,
             horizon_ms: i64::MIN,
             stale: 0,
             evicted_by_time: 0,
@@ -211,10 +247,11 @@ impl Window {
             fetch: f,
         });
         while self.by_url.len() > max_pages {
-            let Some(Reverse((_, slot, generation))) = self.expiry.pop() else {
+            let Some(Reverse(due)) = self.expiry.pop() else {
                 break;
             };
-            if self.is_current(slot, generation) {
+            let slot = due.slot();
+            if self.is_current(due) {
                 self.evicted_by_budget += 1;
                 self.over_budget.push(Arc::from(host.url(slot)));
                 self.remove(slot, f.crawl_id, host);
@@ -232,32 +269,27 @@ impl Window {
     ) {
         let horizon = watermark_ms.saturating_sub(window_ms);
         self.horizon_ms = self.horizon_ms.max(horizon);
-        while let Some(&Reverse((at, slot, generation))) = self.expiry.peek() {
-            if at >= horizon {
+        while let Some(&Reverse(due)) = self.expiry.peek() {
+            if due.at_ms() >= horizon {
                 break;
             }
             self.expiry.pop();
-            if self.is_current(slot, generation) {
+            if self.is_current(due) {
                 self.evicted_by_time += 1;
-                self.remove(slot, crawl_id, host);
+                self.remove(due.slot(), crawl_id, host);
             }
         }
     }
 
-    pub(super) fn is_current(&self, slot: u32, generation: u32) -> bool {
-        let s = &self.stamps[slot as usize];
-        s.live && s.generation == generation
+    /// Whether `due` is the expiry entry of the page its slot holds (see [`Stamp`]).
+    pub(super) fn is_current(&self, due: Due) -> bool {
+        self.stamps[due.slot() as usize].at_ms == due.at_ms()
     }
 
     /// Records a fetch of the page in `slot` at `at_ms`.
     pub(super) fn stamp(&mut self, slot: u32, at_ms: i64) {
-        self.fetches = self.fetches.wrapping_add(1);
-        let generation = self.fetches;
-        self.stamps[slot as usize] = Stamp {
-            at_ms,
-            generation,
-            live: true,
-        };
+        let at_ms = at_ms.max(Stamp::FREE + 1);
+        self.stamps[slot as usize] = Stamp { at_ms };
         if self.expiry.len() == self.expiry.capacity() {
             // Every fetch of a page stays in the heap until its time leaves the window, so a
             // page refetched often would fill it with stale entries (hourly fetches in a week's
@@ -267,23 +299,21 @@ impl Window {
             let stale = self.expiry.len().saturating_sub(self.by_url.len());
             if stale > 0 && stale * 4 >= self.expiry.len() {
                 let stamps = &self.stamps;
-                self.expiry.retain(|&Reverse((_, s, g))| {
-                    let stamp = &stamps[s as usize];
-                    stamp.live && stamp.generation == g
-                });
+                self.expiry
+                    .retain(|&Reverse(due)| stamps[due.slot() as usize].at_ms == due.at_ms());
             } else {
                 // By an eighth, as the per-slot vectors ([`reserve_an_eighth`]).
                 self.expiry
                     .reserve_exact((self.expiry.capacity() / 8).max(64));
             }
         }
-        self.expiry.push(Reverse((at_ms, slot, generation)));
+        self.expiry.push(Reverse(Due::new(at_ms, slot)));
     }
 
     /// Frees `slot` (the host still holds its page).
     pub(super) fn close(&mut self, slot: u32, host: &impl WindowHost) {
         self.by_url.remove(host.url(slot), |s| host.url(s));
-        self.stamps[slot as usize].live = false;
+        self.stamps[slot as usize] = Stamp::default();
         self.free.push(slot);
     }
 
@@ -299,7 +329,7 @@ impl Window {
     pub(super) fn bytes(&self) -> usize {
         self.stamps.capacity() * std::mem::size_of::<Stamp>()
             + self.free.capacity() * 4
-            + self.expiry.capacity() * std::mem::size_of::<Reverse<(i64, u32, u32)>>()
+            + self.expiry.capacity() * std::mem::size_of::<Reverse<Due>>()
     }
 }
 
@@ -355,6 +385,46 @@ mod url_slots_props {
                 prop_assert_eq!(window.by_url.get(url, url_of(&held)), Some(slot));
             }
             prop_assert_eq!(window.by_url.len(), model.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod due_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_stamp_takes_8_bytes_and_an_expiry_entry_12() {
+        assert_eq!(std::mem::size_of::<Stamp>(), 8);
+        assert_eq!(std::mem::size_of::<Reverse<Due>>(), 12);
+        assert!(!Stamp::default().live());
+    }
+
+    /// A fetch at the time that marks a free slot is stamped a millisecond later, so its page
+    /// is live and its expiry entry current.
+    #[test]
+    fn a_fetch_at_the_free_stamps_time_stays_live() {
+        let mut w = Window::default();
+        w.stamps.push(Stamp::default());
+        w.stamp(0, i64::MIN);
+        assert!(w.stamps[0].live());
+        let due = w.expiry.peek().expect("an entry").0;
+        assert!(w.is_current(due));
+    }
+
+    proptest! {
+        /// Entries order as their (time, slot) would, over the whole range of times, and give
+        /// back the time they were made with.
+        #[test]
+        fn entries_order_by_time_then_slot(
+            a in (prop_oneof![any::<i64>(), -5i64..5, (i64::MAX - 3)..=i64::MAX], any::<u32>()),
+            b in (prop_oneof![any::<i64>(), -5i64..5, (i64::MAX - 3)..=i64::MAX], any::<u32>()),
+        ) {
+            let (da, db) = (Due::new(a.0, a.1), Due::new(b.0, b.1));
+            prop_assert_eq!(da.cmp(&db), a.cmp(&b));
+            prop_assert_eq!((da.at_ms(), da.slot()), a);
+            prop_assert_eq!((db.at_ms(), db.slot()), b);
         }
     }
 }
