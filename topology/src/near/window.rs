@@ -289,7 +289,12 @@ impl Window {
     /// Records a fetch of the page in `slot` at `at_ms`.
     pub(super) fn stamp(&mut self, slot: u32, at_ms: i64) {
         let at_ms = at_ms.max(Stamp::FREE + 1);
-        self.stamps[slot as usize] = Stamp { at_ms };
+        let stamp = &mut self.stamps[slot as usize];
+        if stamp.at_ms == at_ms {
+            // The page's fetch time again (a record delivered twice): its entry stands for it.
+            return;
+        }
+        *stamp = Stamp { at_ms };
         if self.expiry.len() == self.expiry.capacity() {
             // Every fetch of a page stays in the heap until its time leaves the window, so a
             // page refetched often would fill it with stale entries (hourly fetches in a week's
@@ -301,8 +306,11 @@ impl Window {
                 let stamps = &self.stamps;
                 self.expiry
                     .retain(|&Reverse(due)| stamps[due.slot() as usize].at_ms == due.at_ms());
-            } else {
-                // By an eighth, as the per-slot vectors ([`reserve_an_eighth`]).
+            }
+            // Entries that name a later page of their slot (see [`Stamp`]) count as stale above
+            // and stay: a heap that the compaction did not free by an eighth grows, by an eighth
+            // as the per-slot vectors ([`reserve_an_eighth`]), else every push would scan it.
+            if self.expiry.len() * 8 >= self.expiry.capacity() * 7 {
                 self.expiry
                     .reserve_exact((self.expiry.capacity() / 8).max(64));
             }
@@ -411,6 +419,21 @@ mod due_props {
         assert!(w.stamps[0].live());
         let due = w.expiry.peek().expect("an entry").0;
         assert!(w.is_current(due));
+    }
+
+    /// A fetch repeated at its own time (at-least-once delivery repeats records) adds no
+    /// expiry entry: the page's entry stands for it.
+    #[test]
+    fn a_repeated_fetch_adds_no_entry() {
+        let mut w = Window::default();
+        w.stamps.push(Stamp::default());
+        for _ in 0..1000 {
+            w.stamp(0, 5_000);
+        }
+        assert_eq!(w.expiry.len(), 1);
+        w.stamp(0, 6_000);
+        assert_eq!(w.expiry.len(), 2);
+        assert!(w.is_current(Due::new(6_000, 0)) && !w.is_current(Due::new(5_000, 0)));
     }
 
     proptest! {
