@@ -800,22 +800,33 @@ async fn interrupted_run(name: &str, signal: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_on_two_partitions_rebuilds_the_state_in_the_merged_order() {
     let s = Setup::with_input_partitions("restart2", brokers(), 2).await;
+    restart_over_halves(&s, &["--exit-at-end"]).await;
+}
+
+/// Sends the first half of the big sample over the two input partitions of `s` and runs neardup
+/// with `args` to its end; sends the second half and runs it again, which must rebuild its state
+/// by re-reading the topic; holds the two runs' outputs to the oracle's for the stream merged
+/// in event-time order. Returns the first run's log and the outputs.
+async fn restart_over_halves(
+    s: &Setup,
+    args: &[&str],
+) -> (String, BTreeMap<OutputKind, Vec<(String, Vec<u8>)>>) {
     let records = big_sample().records;
     let half = records.len() / 2;
-    let mut merged = send_alternating(&s, &records[..half], 0).await;
-    let mut first = s.spawn(&["--exit-at-end"]);
-    assert!(wait_exit(&mut first, Duration::from_secs(120)).success());
-    merged.extend(send_alternating(&s, &records[half..], half).await);
-    let err = s.run_logged(&["--exit-at-end"], true);
+    let mut merged = send_alternating(s, &records[..half], 0).await;
+    let first = s.run_logged(args, true);
+    merged.extend(send_alternating(s, &records[half..], half).await);
+    let second = s.run_logged(args, true);
     assert!(
-        err.contains("restoring state"),
-        "the restart re-read nothing:\n{err}"
+        second.contains("restoring state"),
+        "the restart re-read nothing:\n{second}"
     );
     let got = s.read_outputs();
-    let want = oracle_of(&s, &merged);
+    let want = oracle_of(s, &merged);
     for kind in OutputKind::ALL {
         assert_same(kind, &got[&kind], &want[&kind]);
     }
+    (first, got)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1283,26 +1294,12 @@ async fn merged_run(name: &str, extra: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_that_read_alone_restart_where_the_group_committed_and_publish_its_outputs() {
     let s = Setup::with_input_partitions("assign", brokers(), 2).await;
-    let records = big_sample().records;
-    let half = records.len() / 2;
     let alone = ["--exit-at-end", "--assign"];
-    let mut merged = send_alternating(&s, &records[..half], 0).await;
-    let first = s.run_logged(&alone, true);
+    let (first, got) = restart_over_halves(&s, &alone).await;
     assert!(
         first.contains("partitions assigned (--assign") && !first.contains("partitions revoked"),
         "{first}"
     );
-    merged.extend(send_alternating(&s, &records[half..], half).await);
-    let second = s.run_logged(&alone, true);
-    assert!(
-        second.contains("restoring state"),
-        "the restart re-read nothing:\n{second}"
-    );
-    let got = s.read_outputs();
-    let want = oracle_of(&s, &merged);
-    for kind in OutputKind::ALL {
-        assert_same(kind, &got[&kind], &want[&kind]);
-    }
     let third = s.run_logged(&alone, true);
     assert_eq!(summary_number(&third, "input records"), 0, "{third}");
     assert_eq!(s.read_outputs(), got);
