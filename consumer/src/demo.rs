@@ -3,8 +3,10 @@
 //! It starts librdkafka's in-process mock cluster (`rdkafka::mocking::MockCluster`: consumer
 //! groups, commits and produce acknowledgements behave as on a broker, no process, no network
 //! beyond loopback), creates the topics, produces the built-in sample crawl (synthetic text,
-//! see [`crate::sample`]), runs exactly what `neardup run` runs against it until the input is
-//! drained, then reads the output topics back and prints what neardup found.
+//! see [`crate::sample`]), runs exactly what `neardup run --exit-at-end --assign` runs against it
+//! until the input is drained, then reads the output topics back and prints what neardup found.
+//! It reads alone, as a replay does: joining a consumer group would only wait out the mock
+//! cluster's initial rebalance delay (3 s, five times the rest of the demo).
 
 use crate::cli::DemoArgs;
 use crate::kafka::{self, KafkaOptions};
@@ -52,7 +54,8 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         output_prefix: "neardup.".into(),
         kafka: vec![],
         exit_at_end: true,
-        assign: false,
+        // Alone, so no group join to wait for (see the module's documentation).
+        assign: true,
         commit_interval: Duration::from_millis(200),
         max_in_flight: 10_000,
         drain_timeout: Duration::from_secs(30),
