@@ -8,8 +8,8 @@
 //!     [--limit N] [--latency-records N] [--latency-rate R] [--latency-profile MS] \
 //!     [--latency-warm N] [--latency-only] [--latency-from-first-output] \
 //!     [--bare-x KEY=VALUE]... [--produce-x KEY=VALUE]... [--bare-only] [--split-latency] \
-//!     [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] \
-//!     [-- NEARDUP_RUN_ARGS...]
+//!     [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--echo-only] \
+//!     [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -59,6 +59,9 @@
 //! `--echo-baseline` runs, before and after step 4, a consumer that only passes each record on
 //! (with neardup's client settings), fed the same records at the same rate: the delay the broker
 //! and the client library add on their own at that rate, the floor under step 4's latency.
+//! `--echo-only --latency-rate R` runs that consumer instead of step 4 (and of steps 1-3), on a
+//! broker it does not load further: with `--latency-warm N`, the first N records are produced at
+//! once and passed over, untimed, as step 4's warm-up leaves the broker holding them.
 //!
 //! `--checkpoints INTERVAL` makes every neardup run (but the sign stage, which keeps no state)
 //! take checkpoints at that interval, each into a directory of its own under the temporary
@@ -103,6 +106,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// With `--checkpoints`: how many checkpoints a run wrote, and how long input waited for each
@@ -592,7 +597,8 @@ const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl 
      [--latency-only] [--latency-from-first-output] [--bare-x KEY=VALUE]... \
      [--produce-x KEY=VALUE]... [--bare-only] [--split-latency] [--split-stages] \
      [--split-side-by-side] [--scale-out] \
-     [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]\n\
+     [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--echo-only] \
+     [--checkpoints INTERVAL] [-- NEARDUP_RUN_ARGS...]\n\
      EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
      (see the comment at the top of consumer/examples/e2e_bench.rs)";
 
@@ -624,11 +630,15 @@ fn main() {
     let latency_rate: Option<f64> = number(&args, "--latency-rate");
     let latency_profile: Option<i64> = number(&args, "--latency-profile");
     let latency_warm: usize = number(&args, "--latency-warm").unwrap_or(0);
-    let latency_only = args.iter().any(|a| a == "--latency-only");
+    // `--echo-only`: the echo consumer alone, in place of the live run (and of steps 1-3).
+    let echo_only = args.iter().any(|a| a == "--echo-only");
+    let latency_only = echo_only || args.iter().any(|a| a == "--latency-only");
     // `--latency-from-first-output`: the live run at half the first-output-to-last rate.
     let from_first_output = args.iter().any(|a| a == "--latency-from-first-output");
     if latency_only && latency_rate.is_none() {
-        usage_error("--latency-only needs --latency-rate (half the rate a full run measured)");
+        usage_error(
+            "--latency-only and --echo-only need --latency-rate (half the rate a full run measured)",
+        );
     }
     // `--bare-x KEY=VALUE` (repeatable): a librdkafka property for the bare consumer;
     // `--produce-x KEY=VALUE`, for the producer of the page events (e.g.
@@ -675,7 +685,7 @@ fn main() {
         live_topic.clone(),
         warm_up_topic(&live_topic),
     ];
-    for when in ["before", "after"] {
+    for when in ["before", "after", "only"] {
         let t = echo_topic(when);
         names.extend([warm_up_topic(&t), format!("{t}.out"), t]);
     }
@@ -851,9 +861,14 @@ fn main() {
     let timed = &lines[warm..n];
     // `--latency-rate R` feeds the live run at R records/s instead.
     let half = latency_rate.unwrap_or(rate / 2.0);
+    if echo_only {
+        let t = &echo_topic("only");
+        echo_baseline(&pages, t, timed, half, "instead of", &lines[..warm]);
+        return;
+    }
     let echo = args.iter().any(|a| a == "--echo-baseline");
     if echo {
-        echo_baseline(&pages, &echo_topic("before"), timed, half, "before");
+        echo_baseline(&pages, &echo_topic("before"), timed, half, "before", &[]);
     }
     let brokers2 = brokers.clone();
     let live_prefix = prefix("live");
@@ -1041,7 +1056,7 @@ fn main() {
     if echo {
         // Again after neardup's run: tansu, which keeps every topic in memory, grows slower
         // as it holds more, so the two bracket the broker's share of the live run's delays.
-        echo_baseline(&pages, &echo_topic("after"), timed, half, "after");
+        echo_baseline(&pages, &echo_topic("after"), timed, half, "after", &[]);
     }
     if !after_indexed.is_empty() {
         after_indexed.sort_unstable();
@@ -1059,15 +1074,40 @@ fn main() {
 /// rate. A consumer that does nothing but pass each record on (a small record with its key, to
 /// `TOPIC.out`), with the librdkafka settings `neardup run` uses for both directions (but for
 /// `fetch.message.max.bytes`, 20 MB as the bare read's, where neardup takes 8 MiB), is fed
-/// `lines` at `rate` records/s, alone on the machine, `when` (before or after) neardup's live
-/// run: each record's delay is the append time of the record passed on minus the produce time
-/// of the page event. It is the floor under neardup's latency on this broker at this hour.
-fn echo_baseline(pages: &Pages, topic: &str, lines: &[Vec<u8>], rate: f64, when: &str) {
+/// `lines` at `rate` records/s, alone on the machine, `when` (before, after or instead of)
+/// neardup's live run: each record's delay is the append time of the record passed on minus
+/// the produce time of the page event. It is the floor under neardup's latency on this broker
+/// at this hour.
+///
+/// `warm` records (`--latency-warm` with `--echo-only`) are produced first, at once, and passed
+/// over untimed, so that the broker holds what it holds when the live run's timed records come.
+fn echo_baseline(
+    pages: &Pages,
+    topic: &str,
+    lines: &[Vec<u8>],
+    rate: f64,
+    when: &str,
+    warm: &[Vec<u8>],
+) {
     let brokers = pages.brokers;
     let out = format!("{topic}.out");
     let n = lines.len();
+    if !warm.is_empty() {
+        let t = Instant::now();
+        produce(pages, topic, warm, None);
+        println!(
+            "warm-up: the first {} records produced at once in {:.1} s, passed over by the echo consumer; the next {n} are timed",
+            warm.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let skip = warm.len() as i64;
+    // Set once the echo consumer has read past the warm records (at once without any).
+    let past_warm = Arc::new(AtomicBool::new(skip == 0));
+    let past_warm2 = past_warm.clone();
     let (brokers2, topic2, out2) = (brokers.to_owned(), topic.to_owned(), out.clone());
-    let deadline = Duration::from_secs_f64(n as f64 / rate + 30.0);
+    // Reading the warm records takes well under a millisecond each.
+    let deadline = Duration::from_secs_f64(n as f64 / rate + skip as f64 / 1000.0 + 30.0);
     let echo = std::thread::spawn(move || {
         let mut cfg = config(&brokers2);
         cfg.set("fetch.message.max.bytes", "20000000")
@@ -1084,6 +1124,12 @@ fn echo_baseline(pages: &Pages, topic: &str, lines: &[Vec<u8>], rate: f64, when:
         while passed < n && start.elapsed() < deadline {
             if let Some(m) = consumer.poll(Duration::from_millis(100)) {
                 let m = m.expect("echo read");
+                if m.offset() < skip {
+                    if m.offset() == skip - 1 {
+                        past_warm2.store(true, Ordering::Relaxed);
+                    }
+                    continue;
+                }
                 let rec = BaseRecord::<[u8], [u8]>::to(&out2)
                     .key(m.key().unwrap_or(&[]))
                     .payload(&b"1"[..]);
@@ -1096,6 +1142,10 @@ fn echo_baseline(pages: &Pages, topic: &str, lines: &[Vec<u8>], rate: f64, when:
         passed
     });
     std::thread::sleep(Duration::from_secs(3)); // the consumer's connection and first fetch
+    let waited = Instant::now();
+    while !past_warm.load(Ordering::Relaxed) && waited.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let produced = produce(pages, topic, lines, Some(rate));
     let passed = echo.join().expect("echo thread");
     let echoed = stamps(brokers, &out);

@@ -5,8 +5,10 @@
 # rate, and, against a broker, neardup run's rate against a bare read of the same topic (one
 # assigned the partition, and one that joins a new consumer group as neardup does; neardup
 # run --assign, reading alone without a group, against the first), its latency (from a cold
-# start, and in steady state once a first round has filled the window) and its peak memory. Every figure comes from a benchmark of its own (sign_bench,
-# index_bench, neardup replay + neardup eval, e2e_bench); their whole outputs are kept in OUT.
+# start, and in steady state once a first round has filled the window, beside a consumer that
+# only passes each record on at the same rate: the broker's own delay) and its peak memory.
+# Every figure comes from a benchmark of its own (sign_bench, index_bench, neardup replay +
+# neardup eval, e2e_bench); their whole outputs are kept in OUT.
 #
 # usage: tests/tools/figures.sh [EVENTS.jsonl] [--reps N] [--out DIR]
 #                               [--brokers HOST:PORT | --no-broker]
@@ -24,7 +26,7 @@
 #                 fresh one gives the figures the README quotes); --no-broker skips them
 #
 # The machine is shared and noisy: compare figures of one run with each other (the ratios),
-# not absolute rates across runs. On the medium crawl with a broker it takes about 5 minutes
+# not absolute rates across runs. On the medium crawl with a broker it takes about 9 minutes
 # once built (the first release build takes several more).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -180,6 +182,17 @@ print(r[0]["events"] if len(r) > 1 else "")' "$TRUTH" 2>/dev/null || true)
       --latency-only --latency-rate "$HALF" --latency-warm "$WARM"
     latency "$OUT/e2e_bench_steady.txt"
     row "the same in steady state: later rounds, half the first-output-to-last rate" "$LAT" "p99 < 100 ms (issue 7)" "$(verdict "$P99" "<" 100)"
+    # The floor under that figure: a consumer that only passes each record on, fed the same
+    # records at the same rate after the same warm-up, on a broker restarted again.
+    if [ "$STARTED_BROKER" = 1 ]; then
+      tests/kafka-test-broker.sh stop
+      BROKERS=$(tests/kafka-test-broker.sh start)
+    fi
+    echo "== the broker alone: e2e_bench --echo-only at the same rate, after the same warm-up"
+    bench e2e_bench_echo "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" \
+      --echo-only --latency-rate "$HALF" --latency-warm "$WARM"
+    ECHO=$(field "$OUT/e2e_bench_echo.txt" "^echo baseline" '{sub(/.*records: /, ""); sub(/; after the first.*/, ""); print}')
+    row "  the floor: a consumer that only passes each record on, the same records at the same rate" "${ECHO:-not measured}" "-" "-"
   fi
 fi
 
