@@ -172,25 +172,26 @@ r = json.load(open(sys.argv[1])).get("rounds", [])
 print(r[0]["events"] if len(r) > 1 else "")' "$TRUTH" 2>/dev/null || true)
   fi
   HALF=$(awk -v r="$STEADY_RATE" 'BEGIN {if (r > 0) printf "%.0f", r / 2}')
-  if [ -n "$WARM" ] && [ -n "$HALF" ]; then
+  # `steady NAME MODE`: e2e_bench in MODE (--latency-only, or --echo-only for the consumer
+  # that only passes each record on) into OUT/NAME.txt: the first round untimed, the rest at
+  # HALF records/s, on a broker restarted for it when this script started it.
+  steady() {
     if [ "$STARTED_BROKER" = 1 ]; then
       tests/kafka-test-broker.sh stop
       BROKERS=$(tests/kafka-test-broker.sh start)
     fi
+    bench "$1" "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" \
+      "$2" --latency-rate "$HALF" --latency-warm "$WARM"
+  }
+  if [ -n "$WARM" ] && [ -n "$HALF" ]; then
     echo "== steady state: e2e_bench --latency-only, the first round ($WARM records) untimed, the rest at $HALF records/s"
-    bench e2e_bench_steady "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" \
-      --latency-only --latency-rate "$HALF" --latency-warm "$WARM"
+    steady e2e_bench_steady --latency-only
     latency "$OUT/e2e_bench_steady.txt"
     row "the same in steady state: later rounds, half the first-output-to-last rate" "$LAT" "p99 < 100 ms (issue 7)" "$(verdict "$P99" "<" 100)"
     # The floor under that figure: a consumer that only passes each record on, fed the same
-    # records at the same rate after the same warm-up, on a broker restarted again.
-    if [ "$STARTED_BROKER" = 1 ]; then
-      tests/kafka-test-broker.sh stop
-      BROKERS=$(tests/kafka-test-broker.sh start)
-    fi
+    # records at the same rate after the same warm-up.
     echo "== the broker alone: e2e_bench --echo-only at the same rate, after the same warm-up"
-    bench e2e_bench_echo "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" \
-      --echo-only --latency-rate "$HALF" --latency-warm "$WARM"
+    steady e2e_bench_echo --echo-only
     ECHO=$(field "$OUT/e2e_bench_echo.txt" "^echo baseline" '{sub(/.*records: /, ""); sub(/; after the first.*/, ""); print}')
     row "  the floor: a consumer that only passes each record on, the same records at the same rate" "${ECHO:-not measured}" "-" "-"
   fi
