@@ -56,6 +56,11 @@ impl Due {
     pub(super) fn slot(self) -> u32 {
         self.2
     }
+
+    /// Whether this is the expiry entry of the page its slot holds in `stamps` (see [`Stamp`]).
+    fn is_current_in(self, stamps: &[Stamp]) -> bool {
+        stamps[self.slot() as usize].at_ms == self.at_ms()
+    }
 }
 
 /// What the window did, for its host to carry out.
@@ -283,7 +288,7 @@ impl Window {
 
     /// Whether `due` is the expiry entry of the page its slot holds (see [`Stamp`]).
     pub(super) fn is_current(&self, due: Due) -> bool {
-        self.stamps[due.slot() as usize].at_ms == due.at_ms()
+        due.is_current_in(&self.stamps)
     }
 
     /// Records a fetch of the page in `slot` at `at_ms`.
@@ -305,7 +310,7 @@ impl Window {
             if stale > 0 && stale * 4 >= self.expiry.len() {
                 let stamps = &self.stamps;
                 self.expiry
-                    .retain(|&Reverse(due)| stamps[due.slot() as usize].at_ms == due.at_ms());
+                    .retain(|&Reverse(due)| due.is_current_in(stamps));
             }
             // Entries that name a later page of their slot (see [`Stamp`]) count as stale above
             // and stay: a heap that the compaction did not free by an eighth grows, by an eighth
