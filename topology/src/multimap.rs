@@ -18,7 +18,8 @@
 //!   and 88 % full.
 //!
 //!   Since the forty-sixth session a position of a large map keeps 16 bits of its key, not 32,
-//!   so it takes 6 bytes instead of 8 (a `u16` offset and a `u32` value, in two arrays): the
+//!   so it takes 6 bytes instead of 8 (a `u16` offset and a `u32` value, in two arrays: a
+//!   lookup reads the offsets until it stops, a hole's being above every key's): the
 //!   homes are cut into blocks of 2^s consecutive homes, with s chosen so that the keys whose
 //!   homes fall in one block span at most 65,531 values, and a position keeps its key's
 //!   offset from its block's [`base`]. Which block a position's key belongs to follows from the
@@ -26,9 +27,9 @@
 //!   per block, a byte per home or less), and the positions from there to the next block's
 //!   beginning hold that block's keys and holes only. That needs 2^16 blocks at least, so a
 //!   map of fewer than 4 × 65,542 homes (about 220,000 keys) is *wide*: one block, whose
-//!   offsets are the keys. At a million windowed pages this took the key table entries from
-//!   147 to 110 B per page, for 6 % of the index's speed there (20 % on a small window, whose
-//!   table the cache holds, so that instructions count more than misses).
+//!   offsets are the keys, kept as before in `(key, value)` pairs of 8 bytes. At a million windowed pages this took the key table entries from
+//!   147 to 110 B per page, for 6 % of the index's speed there (10-17 % on the medium crawl's
+//!   window, whose table the caches hold, so that instructions count more than misses).
 //! - [`Blocks`] keep the pages of keys held by two or by three, in blocks of exactly that many
 //!   numbered by the map's value, with no head: most keys held by several are held by two or
 //!   three.
@@ -70,41 +71,187 @@ const NARROW_MIN: usize = if cfg!(test) { SPAN } else { 4 * SPAN };
 /// The block shift of a wide map: its one block holds every home.
 const WIDE: u32 = 63;
 
-/// A key's offset in its block, as a position keeps it: 16 bits in a narrow map, the whole key
-/// in a wide one. The greatest value marks a hole (in a wide map it is also the offset of key
-/// `u32::MAX`, which the value then tells from a hole).
-trait Offset: Copy + Ord + std::fmt::Debug {
-    const HOLE: Self;
-    fn of(offset: u32) -> Self;
-    fn get(self) -> u32;
+/// A flat map's positions, each an entry (its key's offset in the key's block, and its value)
+/// or a hole.
+trait Store {
+    fn new(positions: usize) -> Self;
+    fn positions(&self) -> usize;
+    /// Whether `at` holds an entry whose offset is below `offset`.
+    fn below(&self, at: usize, offset: u32) -> bool;
+    fn is_hole(&self, at: usize) -> bool;
+    /// The offset of the entry at `at`.
+    fn offset(&self, at: usize) -> u32;
+    fn value(&self, at: usize) -> &u32;
+    fn value_mut(&mut self, at: usize) -> &mut u32;
+    fn set(&mut self, at: usize, offset: u32, value: u32);
+    fn clear(&mut self, at: usize);
+    /// Moves the positions `from..to` to `from + 1..=to` (`up`) or `from + 1..to` to
+    /// `from..to - 1`.
+    fn shift(&mut self, from: usize, to: usize, up: bool);
+    /// The first hole at or after `from`.
+    fn hole_from(&self, from: usize) -> Option<usize>;
+    /// `n` more positions at the end, holes.
+    fn extend(&mut self, n: usize);
+    /// Reads what a lookup starting at `at` reads first.
+    fn touch(&self, at: usize) -> u32;
+    fn bytes(&self) -> usize;
+    fn shrink_to_fit(&mut self);
 }
 
-impl Offset for u16 {
-    const HOLE: u16 = u16::MAX;
-    fn of(offset: u32) -> u16 {
-        debug_assert!(offset < u32::from(u16::MAX));
-        offset as u16
+/// A wide map's positions: `(key, value)` pairs of 8 bytes in one array, a hole's value
+/// [`HOLE`]. A lookup reads one array.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Wide(Vec<Entry>);
+
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct Entry {
+    key: u32,
+    value: u32,
+}
+
+const EMPTY: Entry = Entry {
+    key: 0,
+    value: HOLE,
+};
+
+impl Store for Wide {
+    fn new(positions: usize) -> Self {
+        Wide(vec![EMPTY; positions])
     }
-    fn get(self) -> u32 {
-        u32::from(self)
+    fn positions(&self) -> usize {
+        self.0.len()
+    }
+    fn below(&self, at: usize, offset: u32) -> bool {
+        let e = &self.0[at];
+        e.value != HOLE && e.key < offset
+    }
+    fn is_hole(&self, at: usize) -> bool {
+        self.0[at].value == HOLE
+    }
+    fn offset(&self, at: usize) -> u32 {
+        self.0[at].key
+    }
+    fn value(&self, at: usize) -> &u32 {
+        &self.0[at].value
+    }
+    fn value_mut(&mut self, at: usize) -> &mut u32 {
+        &mut self.0[at].value
+    }
+    fn set(&mut self, at: usize, offset: u32, value: u32) {
+        self.0[at] = Entry { key: offset, value };
+    }
+    fn clear(&mut self, at: usize) {
+        self.0[at] = EMPTY;
+    }
+    fn shift(&mut self, from: usize, to: usize, up: bool) {
+        match up {
+            true => self.0.copy_within(from..to, from + 1),
+            false => self.0.copy_within(from + 1..to, from),
+        }
+    }
+    fn hole_from(&self, from: usize) -> Option<usize> {
+        let i = self.0[from..].iter().position(|e| e.value == HOLE)?;
+        Some(from + i)
+    }
+    fn extend(&mut self, n: usize) {
+        self.0.reserve_exact(n);
+        self.0.resize(self.0.len() + n, EMPTY);
+    }
+    fn touch(&self, at: usize) -> u32 {
+        self.0.get(at).map_or(0, |e| e.key)
+    }
+    fn bytes(&self) -> usize {
+        self.0.capacity() * std::mem::size_of::<Entry>()
+    }
+    fn shrink_to_fit(&mut self) {
+        self.0.shrink_to_fit();
     }
 }
 
-impl Offset for u32 {
-    const HOLE: u32 = u32::MAX;
-    fn of(offset: u32) -> u32 {
-        offset
+/// A narrow map's positions: 16-bit offsets in one array (a hole's [`NARROW_HOLE`]), values
+/// in another. A lookup reads the offsets until it stops, then the value it found.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Narrow {
+    offsets: Vec<u16>,
+    values: Vec<u32>,
+}
+
+/// A hole's offset in a narrow map: above every offset, so a lookup stops there.
+const NARROW_HOLE: u16 = u16::MAX;
+
+impl Store for Narrow {
+    fn new(positions: usize) -> Self {
+        Narrow {
+            offsets: vec![NARROW_HOLE; positions],
+            values: vec![HOLE; positions],
+        }
     }
-    fn get(self) -> u32 {
-        self
+    fn positions(&self) -> usize {
+        self.offsets.len()
+    }
+    fn below(&self, at: usize, offset: u32) -> bool {
+        u32::from(self.offsets[at]) < offset
+    }
+    fn is_hole(&self, at: usize) -> bool {
+        self.offsets[at] == NARROW_HOLE
+    }
+    fn offset(&self, at: usize) -> u32 {
+        u32::from(self.offsets[at])
+    }
+    fn value(&self, at: usize) -> &u32 {
+        &self.values[at]
+    }
+    fn value_mut(&mut self, at: usize) -> &mut u32 {
+        &mut self.values[at]
+    }
+    fn set(&mut self, at: usize, offset: u32, value: u32) {
+        debug_assert!(offset < u32::from(NARROW_HOLE));
+        self.offsets[at] = offset as u16;
+        self.values[at] = value;
+    }
+    fn clear(&mut self, at: usize) {
+        self.offsets[at] = NARROW_HOLE;
+        self.values[at] = HOLE;
+    }
+    fn shift(&mut self, from: usize, to: usize, up: bool) {
+        let (src, dest) = match up {
+            true => (from..to, from + 1),
+            false => (from + 1..to, from),
+        };
+        self.offsets.copy_within(src.clone(), dest);
+        self.values.copy_within(src, dest);
+    }
+    fn hole_from(&self, from: usize) -> Option<usize> {
+        let i = self.offsets[from..]
+            .iter()
+            .position(|&o| o == NARROW_HOLE)?;
+        Some(from + i)
+    }
+    fn extend(&mut self, n: usize) {
+        let positions = self.offsets.len() + n;
+        self.offsets.reserve_exact(n);
+        self.offsets.resize(positions, NARROW_HOLE);
+        self.values.reserve_exact(n);
+        self.values.resize(positions, HOLE);
+    }
+    fn touch(&self, at: usize) -> u32 {
+        let offset = self.offsets.get(at).map_or(0, |&o| u32::from(o));
+        offset ^ self.values.get(at).copied().unwrap_or(0)
+    }
+    fn bytes(&self) -> usize {
+        self.offsets.capacity() * 2 + self.values.capacity() * 4
+    }
+    fn shrink_to_fit(&mut self) {
+        self.offsets.shrink_to_fit();
+        self.values.shrink_to_fit();
     }
 }
 
 /// `u32 -> u32`, values below `u32::MAX`: wide while small, narrow from [`NARROW_MIN`] homes.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 enum FlatMap {
-    Wide(Layout<u32>),
-    Narrow(Layout<u16>),
+    Wide(Layout<Wide>),
+    Narrow(Layout<Narrow>),
 }
 
 /// `$body` with `$l` bound to the map's layout, whichever it is.
@@ -121,8 +268,7 @@ macro_rules! layout {
 impl Default for FlatMap {
     fn default() -> Self {
         FlatMap::Wide(Layout {
-            offsets: Vec::new(),
-            values: Vec::new(),
+            store: Wide(Vec::new()),
             starts: Vec::new(),
             homes: 0,
             shift: WIDE,
@@ -147,11 +293,11 @@ impl FlatMap {
     }
 
     fn get(&self, key: u32) -> Option<&u32> {
-        layout!(self, l => l.find(key).map(|(at, _)| &l.values[at]))
+        layout!(self, l => l.find(key).map(|(at, _)| l.store.value(at)))
     }
 
     fn value_mut(&mut self, at: usize) -> &mut u32 {
-        layout!(self, l => &mut l.values[at])
+        layout!(self, l => l.store.value_mut(at))
     }
 
     /// Sets `key`'s value (`value` below `u32::MAX`).
@@ -241,15 +387,12 @@ impl FlatMap {
     }
 }
 
-/// A flat map's arrays, with offsets of type `O`.
+/// A flat map: its positions, and where its blocks begin.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct Layout<O> {
-    /// Per position, the offset of its key in the key's block, [`Offset::HOLE`] in a hole.
+struct Layout<S> {
     /// `homes + TAIL` positions or more (none while empty). Every entry is at or after its
     /// home, with no hole between, and the entries are in key order.
-    offsets: Vec<O>,
-    /// Per position, the key's value ([`HOLE`] in a hole).
-    values: Vec<u32>,
+    store: S,
     /// Per block, where its keys begin: the first position from the block's first home that
     /// is a hole or holds a key of the block or a later one.
     starts: Vec<u32>,
@@ -272,7 +415,7 @@ struct Seek {
     offset: u32,
 }
 
-impl<O: Offset> Layout<O> {
+impl<S: Store> Layout<S> {
     fn new(homes: usize, shift: u32) -> Self {
         let positions = homes + TAIL;
         let blocks = if shift == WIDE {
@@ -281,8 +424,7 @@ impl<O: Offset> Layout<O> {
             homes.div_ceil(1 << shift)
         };
         Layout {
-            offsets: vec![O::HOLE; positions],
-            values: vec![HOLE; positions],
+            store: S::new(positions),
             starts: (0..blocks).map(|b| (b << shift) as u32).collect(),
             homes,
             shift,
@@ -315,18 +457,17 @@ impl<O: Offset> Layout<O> {
     }
 
     fn positions(&self) -> usize {
-        self.values.len()
+        self.store.positions()
     }
 
     fn is_hole(&self, at: usize) -> bool {
-        self.offsets[at] == O::HOLE && self.values[at] == HOLE
+        self.store.is_hole(at)
     }
 
     /// Where `key` is, or where it would go: the first position from its home holding `key`, a
     /// greater key or a hole (the end of its block, or of the array when the last run fills the
     /// tail). The positions from its home to its block's beginning, if any, hold smaller keys
-    /// of earlier blocks, with offsets in those blocks. Only the offsets are read: a hole's is
-    /// greater than any key's (in a wide map, but for key `u32::MAX`, which stops there too).
+    /// of earlier blocks, with offsets in those blocks.
     fn seek(&self, key: u32) -> Seek {
         let home = self.home(key);
         let block = self.block(home);
@@ -335,9 +476,8 @@ impl<O: Offset> Layout<O> {
             .starts
             .get(block + 1)
             .map_or(self.positions(), |&s| s as usize);
-        let target = O::of(offset);
         let mut at = home.max(self.start(block));
-        while at < end && self.offsets[at] < target {
+        while at < end && self.store.below(at, offset) {
             at += 1;
         }
         Seek {
@@ -350,7 +490,7 @@ impl<O: Offset> Layout<O> {
 
     /// Whether the key sought is where [`Self::seek`] stopped.
     fn holds(&self, s: &Seek) -> bool {
-        s.at < s.end && self.offsets[s.at] == O::of(s.offset) && self.values[s.at] != HOLE
+        s.at < s.end && !self.is_hole(s.at) && self.store.offset(s.at) == s.offset
     }
 
     fn find(&self, key: u32) -> Option<(usize, usize)> {
@@ -361,32 +501,22 @@ impl<O: Offset> Layout<O> {
     /// Reads the offset and the value at `key`'s home, and its block's beginning.
     fn touch(&self, key: u32) -> u32 {
         let home = self.home(key);
-        let offset = self.offsets.get(home).map_or(0, |o| o.get());
-        let value = self.values.get(home).copied().unwrap_or(0);
-        offset ^ value ^ self.start(self.block(home)) as u32
+        self.store.touch(home) ^ self.start(self.block(home)) as u32
     }
 
     /// Inserts the key that `s` sought and did not find, with `value`.
     fn insert_at(&mut self, s: &Seek, value: u32) {
         // The run from `at` moves up by one into its first hole.
-        let mut hole = s.at;
-        loop {
-            match self.offsets[hole..].iter().position(|&o| o == O::HOLE) {
-                Some(i) if self.values[hole + i] == HOLE => {
-                    hole += i;
-                    break;
-                }
-                Some(i) => hole += i + 1,
-                None => {
-                    hole = self.positions();
-                    self.extend_tail();
-                }
+        let hole = match self.store.hole_from(s.at) {
+            Some(hole) => hole,
+            None => {
+                let hole = self.positions();
+                self.store.extend(TAIL);
+                hole
             }
-        }
-        self.offsets.copy_within(s.at..hole, s.at + 1);
-        self.values.copy_within(s.at..hole, s.at + 1);
-        self.offsets[s.at] = O::of(s.offset);
-        self.values[s.at] = value;
+        };
+        self.store.shift(s.at, hole, true);
+        self.store.set(s.at, s.offset, value);
         // The later blocks that began in the moved run begin one position later.
         for start in self.starts.iter_mut().skip(s.block + 1) {
             if *start as usize > hole {
@@ -408,15 +538,13 @@ impl<O: Offset> Layout<O> {
                 }
                 base = self.base(b);
             }
-            if self.home(base + self.offsets[end].get()) == end {
+            if self.home(base + self.store.offset(end)) == end {
                 break;
             }
             end += 1;
         }
-        self.offsets.copy_within(at + 1..end, at);
-        self.values.copy_within(at + 1..end, at);
-        self.offsets[end - 1] = O::HOLE;
-        self.values[end - 1] = HOLE;
+        self.store.shift(at, end, false);
+        self.store.clear(end - 1);
         // The later blocks that began in the moved entries (or just after them) begin one
         // position earlier, but not before their first home.
         for b in block + 1..self.starts.len() {
@@ -429,15 +557,6 @@ impl<O: Offset> Layout<O> {
         self.len -= 1;
     }
 
-    /// [`TAIL`] more positions past the end, for a last run that fills the tail.
-    fn extend_tail(&mut self) {
-        let positions = self.positions() + TAIL;
-        self.offsets.reserve_exact(TAIL);
-        self.offsets.resize(positions, O::HOLE);
-        self.values.reserve_exact(TAIL);
-        self.values.resize(positions, HOLE);
-    }
-
     /// The entries in key order: position, key and value.
     fn entries(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
         (0..self.starts.len()).flat_map(move |b| {
@@ -448,7 +567,7 @@ impl<O: Offset> Layout<O> {
                 .map_or(self.positions(), |&s| s as usize);
             (self.start(b)..end)
                 .filter(move |&at| !self.is_hole(at))
-                .map(move |at| (at, base + self.offsets[at].get(), self.values[at]))
+                .map(move |at| (at, base + self.store.offset(at), *self.store.value(at)))
         })
     }
 
@@ -462,15 +581,14 @@ impl<O: Offset> Layout<O> {
             let home = self.home(key);
             let at = home.max(next);
             if at == self.positions() {
-                self.extend_tail();
+                self.store.extend(TAIL);
             }
             let block = self.block(home);
             if block != b {
                 b = block;
                 base = self.base(b);
             }
-            self.offsets[at] = O::of(key - base);
-            self.values[at] = value;
+            self.store.set(at, key - base, value);
             for x in begun..=block {
                 self.starts[x] = next.max(self.first_home(x)) as u32;
             }
@@ -485,14 +603,11 @@ impl<O: Offset> Layout<O> {
 
     /// Bytes held.
     fn bytes(&self) -> usize {
-        self.offsets.capacity() * std::mem::size_of::<O>()
-            + self.values.capacity() * 4
-            + self.starts.capacity() * 4
+        self.store.bytes() + self.starts.capacity() * 4
     }
 
     fn shrink_to_fit(&mut self) {
-        self.offsets.shrink_to_fit();
-        self.values.shrink_to_fit();
+        self.store.shrink_to_fit();
         self.starts.shrink_to_fit();
     }
 }
@@ -951,7 +1066,7 @@ mod tests {
         }
     }
 
-    fn check_layout<O: Offset>(m: &Layout<O>) {
+    fn check_layout<S: Store>(m: &Layout<S>) {
         let entries: Vec<(usize, u32, u32)> = m.entries().collect();
         let mut last: Option<u32> = None;
         for &(i, key, value) in &entries {
@@ -969,11 +1084,15 @@ mod tests {
                 "key {key} at {i} outside its block {block}"
             );
             assert_eq!(m.find(key), Some((i, block)));
-            assert_eq!(m.values[i], value);
+            assert_eq!(*m.store.value(i), value);
         }
         assert_eq!(entries.len(), m.len);
-        for (i, (&o, &v)) in m.offsets.iter().zip(&m.values).enumerate() {
-            assert!(v != HOLE || o == O::HOLE, "a hole at {i} with an offset");
+        for i in 0..m.positions() {
+            assert_eq!(
+                m.is_hole(i),
+                *m.store.value(i) == HOLE,
+                "hole or not at {i}"
+            );
         }
         let keys: BTreeMap<usize, u32> = entries.iter().map(|&(i, k, _)| (i, k)).collect();
         for b in 0..m.starts.len() {
@@ -986,8 +1105,7 @@ mod tests {
                 .unwrap_or(m.positions());
             assert_eq!(m.start(b), begins, "block {b} begins elsewhere");
         }
-        assert_eq!(m.offsets.len(), m.values.len());
-        assert!(m.homes == 0 && m.values.is_empty() || m.positions() >= m.homes + TAIL);
+        assert!(m.homes == 0 && m.positions() == 0 || m.positions() >= m.homes + TAIL);
     }
 
     #[derive(Debug, Clone)]
