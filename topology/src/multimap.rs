@@ -27,9 +27,10 @@
 //!   per block, a byte per home or less), and the positions from there to the next block's
 //!   beginning hold that block's keys and holes only. That needs 2^16 blocks at least, so a
 //!   map of fewer than 4 × 65,542 homes (about 220,000 keys) is *wide*: one block, whose
-//!   offsets are the keys, kept as before in `(key, value)` pairs of 8 bytes. At a million windowed pages this took the key table entries from
-//!   147 to 110 B per page, for 6 % of the index's speed there (10-17 % on the medium crawl's
-//!   window, whose table the caches hold, so that instructions count more than misses).
+//!   offsets are the keys, kept as before in `(key, value)` pairs of 8 bytes. At a million
+//!   windowed pages this took the key table entries from 147 to 110 B per page, for 6 % of
+//!   the index's speed there (10-17 % on the medium crawl's window, whose table the caches
+//!   hold, so that instructions count more than misses).
 //! - [`Blocks`] keep the pages of keys held by two or by three, in blocks of exactly that many
 //!   numbered by the map's value, with no head: most keys held by several are held by two or
 //!   three.
@@ -456,6 +457,13 @@ impl<S: Store> Layout<S> {
         self.starts.get(block).map_or(0, |&s| s as usize)
     }
 
+    /// Where `block`'s positions end: where the next block's keys begin, or the array's end.
+    fn block_end(&self, block: usize) -> usize {
+        self.starts
+            .get(block + 1)
+            .map_or(self.positions(), |&s| s as usize)
+    }
+
     fn positions(&self) -> usize {
         self.store.positions()
     }
@@ -472,10 +480,7 @@ impl<S: Store> Layout<S> {
         let home = self.home(key);
         let block = self.block(home);
         let offset = key - self.base(block);
-        let end = self
-            .starts
-            .get(block + 1)
-            .map_or(self.positions(), |&s| s as usize);
+        let end = self.block_end(block);
         let mut at = home.max(self.start(block));
         while at < end && self.store.below(at, offset) {
             at += 1;
@@ -532,10 +537,8 @@ impl<S: Store> Layout<S> {
         // The entries after it that are not at their home move back by one.
         let (mut end, mut b, mut base) = (at + 1, block, self.base(block));
         while end < self.positions() && !self.is_hole(end) {
-            if self.starts.get(b + 1).is_some_and(|&s| s as usize <= end) {
-                while self.starts.get(b + 1).is_some_and(|&s| s as usize <= end) {
-                    b += 1;
-                }
+            while self.block_end(b) <= end {
+                b += 1;
                 base = self.base(b);
             }
             if self.home(base + self.store.offset(end)) == end {
@@ -561,11 +564,7 @@ impl<S: Store> Layout<S> {
     fn entries(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
         (0..self.starts.len()).flat_map(move |b| {
             let base = self.base(b);
-            let end = self
-                .starts
-                .get(b + 1)
-                .map_or(self.positions(), |&s| s as usize);
-            (self.start(b)..end)
+            (self.start(b)..self.block_end(b))
                 .filter(move |&at| !self.is_hole(at))
                 .map(move |at| (at, base + self.store.offset(at), *self.store.value(at)))
         })
@@ -1080,7 +1079,7 @@ mod tests {
             last = Some(key);
             let block = m.block(home);
             assert!(
-                m.start(block) <= i && m.starts.get(block + 1).is_none_or(|&s| i < s as usize),
+                m.start(block) <= i && i < m.block_end(block),
                 "key {key} at {i} outside its block {block}"
             );
             assert_eq!(m.find(key), Some((i, block)));
