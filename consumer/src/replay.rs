@@ -505,7 +505,14 @@ impl Replayer {
         if !rounds.is_empty() {
             let shares: Vec<String> = rounds
                 .iter()
-                .map(|r| format!("{} {:.1} %", r.crawl_id, 100.0 * r.near_duplicate_share))
+                .map(|r| match r.late_events {
+                    0 => format!("{} {:.1} %", r.crawl_id, 100.0 * r.near_duplicate_share),
+                    n => format!(
+                        "{} {:.1} % ({n} late events left out)",
+                        r.crawl_id,
+                        100.0 * r.near_duplicate_share
+                    ),
+                })
                 .collect();
             summary.push_str(&format!(
                 "  near-duplicate pages by round: {} (evolution.json)\n",

@@ -64,6 +64,7 @@ pub fn json(topo: &Topology, rounds: &[RoundFigures], inputs: &[String]) -> Valu
             "no_content": s.no_content,
             "inconclusive": s.inconclusive,
             "lists_capped": s.lists_capped,
+            "late_records": s.late_records,
             "dead_letters": dead,
             "outputs": outputs,
             "pairs_detected": s.pairs_detected,
@@ -370,6 +371,10 @@ fn totals(h: &mut String, t: &Value) {
         (
             "lists_capped",
             "signature events with capped lists (out-links, chunks, paragraphs)",
+        ),
+        (
+            "late_records",
+            "records of a crawl round that had ended when they came",
         ),
         ("pairs_detected", "pair detections"),
         ("window_pages", "pages in the window at the end"),

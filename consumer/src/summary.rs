@@ -44,6 +44,13 @@ pub fn render(topo: &Topology, elapsed: Duration) -> String {
         "  pages/s         {:>10.0}",
         (stats.pages + stats.no_content + stats.inconclusive) as f64 / secs
     );
+    if stats.late_records > 0 {
+        let _ = writeln!(
+            s,
+            "  late records    {:>10}   (of a crawl round that had ended when they came: processed, but they end no round)",
+            stats.late_records
+        );
+    }
     if stats.repeats_skipped > 0 {
         let _ = writeln!(
             s,

@@ -16,6 +16,7 @@
 //! | `neardup_output_records_total` | counter | `kind` (signatures, pairs, ...) |
 //! | `neardup_pairs_detected_total` | counter | |
 //! | `neardup_repeats_skipped_total` | counter | (index and cluster stages: records of the previous stage received again) |
+//! | `neardup_late_records_total` | counter | (records of a crawl round that had ended when they came: they end no round) |
 //! | `neardup_window_pages`, `neardup_live_pairs` | gauge | |
 //! | `neardup_window_evictions_total` | counter | `cause` (`time`, `budget`) |
 //! | `neardup_clusters`, `neardup_clustered_pages` | gauge | `level` |
@@ -177,6 +178,7 @@ pub fn record_topology(topo: &Topology) {
     counter!("neardup_signature_lists_capped_total").absolute(s.lists_capped);
     counter!("neardup_pairs_detected_total").absolute(s.pairs_detected);
     counter!("neardup_repeats_skipped_total").absolute(s.repeats_skipped);
+    counter!("neardup_late_records_total").absolute(s.late_records);
     counter!("neardup_event_time_leaps_total").absolute(topo.event_time_leaps());
     for (reason, n) in &s.dead_letters {
         counter!("neardup_dead_letters_total", "reason" => reason.as_str()).absolute(*n);

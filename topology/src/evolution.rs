@@ -24,6 +24,7 @@
 //! Kept only when asked for (replays): it remembers every round's URLs and out-links.
 
 use crate::clusters::Clusters;
+use crate::rounds::{Rounds, Step};
 use crate::site;
 use neardup_schemas::ChangeBucket;
 use serde::Serialize;
@@ -80,6 +81,9 @@ pub struct RoundFigures {
     pub link_graph: LinkGraphFigures,
     /// Seed 004 tables 2-3: duplicates and near-duplicates by shingle paragraphs.
     pub paragraph_duplicates: ParagraphFigures,
+    /// Events of the round that came after a later round had begun (late, at the edge of two
+    /// rounds that overlap): left out of these figures, which the round's end fixed.
+    pub late_events: u64,
 }
 
 /// Seed 004's duplicates by shingle paragraphs (three sentences, no overlap) over the round's
@@ -174,7 +178,11 @@ type Paragraphs = HashMap<Arc<str>, Box<[u64]>>;
 /// The evolution tracker.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Evolution {
-    current: Option<String>,
+    /// The round under way, and those that ended ([`crate::rounds`]).
+    crawl: Rounds,
+    /// Whether the event being handled is late: of a round that has ended, whose figures it
+    /// does not change (counted in that round's [`RoundFigures::late_events`]).
+    late: bool,
     pages: HashSet<Arc<str>>,
     links: Links,
     paragraphs: Paragraphs,
@@ -194,12 +202,25 @@ impl Evolution {
     }
 
     /// Call before handling a page event of round `crawl_id` (events without one belong to the
-    /// current round, or to none before the first): a new round closes the previous one.
+    /// current round, or to none before the first): a round not seen before closes the one
+    /// under way; an event of a round that has closed is late, and counted in its figures
+    /// (see [`crate::rounds`]).
     pub fn begin(&mut self, crawl_id: Option<&str>, clusters: &Clusters) {
-        let Some(id) = crawl_id else { return };
-        if self.current.as_deref() != Some(id) {
-            self.close(clusters);
-            self.current = Some(id.to_owned());
+        self.late = false;
+        match self.crawl.step(crawl_id) {
+            Step::Same => {}
+            Step::New(ended) => {
+                if let Some(ended) = ended {
+                    self.close_round(ended, clusters);
+                }
+            }
+            Step::Late => {
+                self.late = true;
+                let id = crawl_id.expect("a late event names its round");
+                if let Some(f) = self.figures.iter_mut().rev().find(|f| f.crawl_id == id) {
+                    f.late_events += 1;
+                }
+            }
         }
     }
 
@@ -276,14 +297,19 @@ impl Evolution {
     /// not known) would otherwise hold every URL it ever had, with its out-links and
     /// paragraphs, for figures no round would ever give.
     fn open(&self) -> bool {
-        self.current.is_some()
+        self.crawl.current().is_some() && !self.late
     }
 
     /// Closes the current round (also at the end of a replay). Idempotent.
     pub fn close(&mut self, clusters: &Clusters) {
-        let Some(crawl_id) = self.current.take() else {
-            return;
-        };
+        if let Some(crawl_id) = self.crawl.end() {
+            self.close_round(crawl_id, clusters);
+        }
+    }
+
+    /// Closes round `crawl_id`, the one under way until now.
+    fn close_round(&mut self, crawl_id: String, clusters: &Clusters) {
+        self.late = false;
         let mut snap = Snapshot {
             crawl_id,
             ..Snapshot::default()
@@ -335,6 +361,7 @@ impl Evolution {
             largest_clusters: largest(&snap, &by_cluster, clusters),
             link_graph: link_graph(&snap, &self.links),
             paragraph_duplicates: paragraph_duplicates(&self.paragraphs),
+            late_events: 0,
         });
         // Only round 1 is compared against; later rounds need only their figures.
         if self.rounds.is_empty() {

@@ -55,6 +55,7 @@ mod pipeline;
 mod prepare;
 pub mod replicas;
 pub mod resolve;
+mod rounds;
 pub mod sign_cache;
 mod signed;
 pub mod signer;

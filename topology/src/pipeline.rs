@@ -9,7 +9,7 @@ use crate::prepare::{Prepared, Preparer};
 use crate::signed::{Signed, SignedParts};
 use crate::{
     clock, clusters, collections, evolution, exact, hash, hints, history, inlinks, intern, mirrors,
-    near, replicas,
+    near, replicas, rounds,
 };
 use crate::{format_time, Config, DecodeError, Emit, Emitter};
 use neardup_schemas::{
@@ -40,6 +40,11 @@ pub struct Stats {
     pub pairs_detected: u64,
     /// Index and cluster stages: records of the previous stage received again and skipped.
     pub repeats_skipped: u64,
+    /// Records of a crawl round that had ended (a later round had begun) when they came: they
+    /// are processed as any other, but end neither the round under way nor its collections
+    /// epoch, and count in the figures by round only as late ([`crate::rounds`]). All-in-one
+    /// and cluster stage.
+    pub late_records: u64,
     /// Signature events with a list cut to its cap (out-links, chunks or paragraphs: see
     /// [`crate::signer::ListCaps`]); each states how much it left out.
     pub lists_capped: u64,
@@ -221,8 +226,8 @@ pub(crate) struct State {
     pub(crate) collections: collections::Collections,
     /// RP signatures of the windowed pages, kept only for the Hyperlink Map veto.
     pub(crate) rps: HashMap<Arc<str>, Box<[f32]>, hash::StrBuild>,
-    /// The crawl round and the event time of the last collections epoch.
-    pub(crate) epoch: (Option<String>, i64),
+    /// The crawl rounds, and the event time of the last collections epoch.
+    pub(crate) epoch: (rounds::Rounds, i64),
     pub(crate) history: history::History,
     /// Event time per input partition, and the watermark that moves the windows.
     pub(crate) clock: clock::EventClock,
@@ -345,7 +350,7 @@ impl Topology {
             evolution: cfg.track_evolution.then(evolution::Evolution::new),
             collections: collections::Collections::new(collections::CollectionConfig::default()),
             rps: HashMap::default(),
-            epoch: (None, i64::MIN),
+            epoch: (rounds::Rounds::default(), i64::MIN),
             history: history::History::new(cfg.window_ms),
             clock: clock::EventClock::default(),
             stats: Stats::default(),
@@ -1172,21 +1177,31 @@ impl Topology {
     /// A collections epoch closes when the crawl round changes, or a day of event time after
     /// the last one (streams without rounds).
     pub(crate) fn maybe_close_epoch(&mut self, crawl_id: Option<&str>, at_ms: i64) {
-        let round_changed = crawl_id.is_some() && crawl_id != self.state.epoch.0.as_deref();
+        let step = self.state.epoch.0.step(crawl_id);
+        if step == rounds::Step::Late {
+            self.state.stats.late_records += 1;
+        }
+        let round_changed = matches!(step, rounds::Step::New(_));
         if self.state.epoch.1 == i64::MIN {
-            self.state.epoch = (crawl_id.map(str::to_owned), at_ms);
+            self.state.epoch.1 = at_ms;
         } else if round_changed || at_ms >= self.state.epoch.1 + EPOCH_MS {
+            // The epoch's round: the one that ended, or the one under way.
+            let round = match step {
+                rounds::Step::New(ended) => ended,
+                _ => self.state.epoch.0.current().map(str::to_owned),
+            };
             // The epoch's events carry the time it ended at (the latest fetch before this
             // page), so they belong to the round they describe.
             let now = self.emitter.at().to_owned();
             self.emitter.set_at(&format_time(self.state.clock.newest()));
-            self.close_epoch();
+            self.close_epoch(round.as_deref());
             self.emitter.set_at(&now);
-            self.state.epoch = (crawl_id.map(str::to_owned), at_ms);
+            self.state.epoch.1 = at_ms;
         }
     }
 
-    pub(crate) fn close_epoch(&mut self) {
+    /// Closes the collections epoch of crawl round `round`.
+    pub(crate) fn close_epoch(&mut self, round: Option<&str>) {
         if !self.cfg.collections && self.cfg.hm_veto.is_none() || !self.runs_mirrors() {
             return;
         }
@@ -1212,13 +1227,13 @@ impl Topology {
             (self.state.collections).epoch_with(members, &mut self.emitter, &mut |u| urls.url(u));
         }
         if let Some(veto) = self.cfg.hm_veto {
-            self.hm_veto(veto);
+            self.hm_veto(veto, round);
         }
     }
 
     /// Seed 002 as a pair signal: the Hyperlink Map over the window's link graph, and the
     /// retraction of the live `very_similar` pairs whose link contexts disagree.
-    pub(crate) fn hm_veto(&mut self, veto: replicas::HmVeto) {
+    pub(crate) fn hm_veto(&mut self, veto: replicas::HmVeto, round: Option<&str>) {
         let Some(k) = self.state.rps.values().next().map(|rp| rp.len()) else {
             return;
         };
@@ -1248,11 +1263,8 @@ impl Topology {
             })
             .map(|(a, b, _)| (a, b))
             .collect();
-        let crawl_id = self.state.epoch.0.clone();
         for (a, b) in vetoed {
-            self.state
-                .near
-                .veto(&a, &b, crawl_id.as_deref(), &mut self.emitter);
+            self.state.near.veto(&a, &b, round, &mut self.emitter);
         }
         let changes = self.state.near.take_changes().collect();
         self.update_clusters(self.state.clock.watermark(), changes);
@@ -1262,7 +1274,8 @@ impl Topology {
     /// that causes to `out`.
     pub fn finish(&mut self, out: &mut Vec<Emit>) {
         if self.state.epoch.1 != i64::MIN {
-            self.close_epoch();
+            let round = self.state.epoch.0.current().map(str::to_owned);
+            self.close_epoch(round.as_deref());
         }
         if let Some(ev) = &mut self.state.evolution {
             ev.close(&self.state.similar);
