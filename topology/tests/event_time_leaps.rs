@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{prose, record};
-use neardup_schemas::{OutputKind, Source};
+use common::{feed, prose, record};
+use neardup_schemas::OutputKind;
 use neardup_topology::clock::LEAP_RECORDS;
 use neardup_topology::{Config, Topology};
 use serde_json::Value;
@@ -36,13 +36,7 @@ fn mirrored(day: u32, start: usize, pages: usize) -> Vec<Vec<u8>> {
 fn run(lines: &[Vec<u8>]) -> (Vec<String>, Topology) {
     let mut topo = Topology::new(Config::default());
     let mut out = Vec::new();
-    for (i, l) in lines.iter().enumerate() {
-        let source = Source::File {
-            file: "leaps.jsonl".into(),
-            line: i as u64 + 1,
-        };
-        topo.process(l, &source, &mut out);
-    }
+    feed(&mut topo, lines, "leaps.jsonl", &mut out);
     let pairs = out
         .iter()
         .filter(|e| e.kind == OutputKind::Pairs)

@@ -8,8 +8,8 @@
 mod common;
 
 use base64::Engine;
-use common::prose;
-use neardup_schemas::{OutputKind, Source};
+use common::{feed, prose};
+use neardup_schemas::OutputKind;
 use neardup_topology::{Config, Topology};
 use serde_json::{json, Value};
 
@@ -54,13 +54,7 @@ struct Run {
 fn run(records: &[Vec<u8>]) -> Run {
     let mut topo = Topology::new(Config::default());
     let mut out = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        let source = Source::File {
-            file: "binary.jsonl".into(),
-            line: i as u64 + 1,
-        };
-        topo.process(r, &source, &mut out);
-    }
+    feed(&mut topo, records, "binary.jsonl", &mut out);
     let of = |kind| {
         out.iter()
             .filter(|e| e.kind == kind)

@@ -2,11 +2,10 @@
 //! has begun are late. They end nothing: the figures by round keep one round per crawl id, in
 //! order, and say how many of each round's events came late.
 
-use neardup_schemas::Source;
 use neardup_topology::Topology;
 
 mod common;
-use common::{everything_on, mixed_stream};
+use common::{everything_on, feed, mixed_stream};
 
 fn crawl_id(line: &[u8]) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(line).ok()?;
@@ -18,13 +17,7 @@ fn crawl_id(line: &[u8]) -> Option<String> {
 fn run(lines: &[Vec<u8>]) -> (Vec<(String, u64, u64)>, u64) {
     let mut topo = Topology::new(everything_on());
     let mut out = Vec::new();
-    for (n, line) in lines.iter().enumerate() {
-        let src = Source::File {
-            file: "rounds.jsonl".into(),
-            line: n as u64 + 1,
-        };
-        topo.process(line, &src, &mut out);
-    }
+    feed(&mut topo, lines, "rounds.jsonl", &mut out);
     topo.finish(&mut out);
     let rounds = topo
         .finish_evolution()

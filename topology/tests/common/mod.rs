@@ -22,6 +22,23 @@ pub fn prose(seed: u64, words: usize) -> String {
         .join(" ")
 }
 
+/// Processes `lines` in order, as lines 1, 2, ... of a file named `file`, their outputs to
+/// `out`.
+pub fn feed(
+    topo: &mut neardup_topology::Topology,
+    lines: &[Vec<u8>],
+    file: &str,
+    out: &mut Vec<neardup_topology::Emit>,
+) {
+    for (i, line) in lines.iter().enumerate() {
+        let source = neardup_schemas::Source::File {
+            file: file.into(),
+            line: i as u64 + 1,
+        };
+        topo.process(line, &source, out);
+    }
+}
+
 /// One page event (JSON line) fetched on day `day` of November 2026 at `second` past midnight.
 pub fn record(url: &str, day: u32, second: usize, status: u16, ip: &str, body: &str) -> Vec<u8> {
     serde_json::json!({
