@@ -112,6 +112,16 @@ pub fn html(doc: &Value, rounds: &[RoundFigures]) -> String {
     section(&mut h, "Near-duplicate pages per round", "Share of the round's pages (fetched with content) that are in a <code>very_similar</code> cluster at the round's end (seed 000 §3).");
     let shares: Vec<f64> = rounds.iter().map(|r| r.near_duplicate_share).collect();
     h.push_str(&bar_chart(&names, &shares, "share of pages", true));
+    let late: Vec<String> = (rounds.iter().filter(|r| r.late_events > 0))
+        .map(|r| format!("{} {}", esc(&r.crawl_id), r.late_events))
+        .collect();
+    if !late.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p>Late events, of a round that had ended when they came (a later round had begun), left out of the figures by round: {}.</p>",
+            late.join(", ")
+        );
+    }
 
     section(&mut h, "Cluster sizes", "Number of clusters of each size, log-log (seed 000 fig. 1); singletons count as clusters of size 1.");
     let series: Vec<(String, Vec<(f64, f64)>)> = rounds
@@ -693,6 +703,44 @@ fn loglog_chart(series: &[(String, Vec<(f64, f64)>)], xlabel: &str, ylabel: &str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A round with late events says so under its figures; rounds without any say nothing.
+    #[test]
+    fn late_events_are_listed_under_the_rounds_that_had_them() {
+        use neardup_schemas::PairLevel;
+        use neardup_topology::clusters::Clusters;
+        use neardup_topology::evolution::Evolution;
+        let cl = Clusters::new(PairLevel::VerySimilar);
+        let mut ev = Evolution::new();
+        for (round, url) in [
+            ("w1", "a"),
+            ("w2", "b"),
+            ("w1", "c"),
+            ("w1", "d"),
+            ("w2", "e"),
+        ] {
+            ev.begin(Some(round), &cl);
+            ev.fetched(&format!("http://{url}.example/"), true);
+        }
+        ev.close(&cl);
+        let pages: Vec<(u64, u64)> = ev
+            .figures()
+            .iter()
+            .map(|r| (r.pages, r.late_events))
+            .collect();
+        assert_eq!(pages, [(1, 2), (2, 0)]);
+        let doc = json!({"round_figures": true, "totals": {}});
+        let h = html(&doc, ev.figures());
+        assert!(
+            h.contains("left out of the figures by round: w1 2.</p>"),
+            "{h}"
+        );
+        let mut on_time = Evolution::new();
+        on_time.begin(Some("w1"), &cl);
+        on_time.fetched("http://a.example/", true);
+        on_time.close(&cl);
+        assert!(!html(&doc, on_time.figures()).contains("Late events"));
+    }
 
     #[test]
     fn escaping_covers_markup_and_quotes() {
