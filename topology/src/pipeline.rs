@@ -1174,8 +1174,9 @@ impl Topology {
         self.state.clock.held()
     }
 
-    /// A collections epoch closes when the crawl round changes, or a day of event time after
-    /// the last one (streams without rounds).
+    /// A collections epoch closes when a crawl round not seen before begins (an event of a
+    /// round that has ended is late, and ends nothing: [`crate::rounds`]), or a day of event
+    /// time after the last one (streams without rounds).
     pub(crate) fn maybe_close_epoch(&mut self, crawl_id: Option<&str>, at_ms: i64) {
         let step = self.state.epoch.0.step(crawl_id);
         if step == rounds::Step::Late {
