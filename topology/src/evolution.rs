@@ -204,7 +204,7 @@ impl Evolution {
     /// Call before handling a page event of round `crawl_id` (events without one belong to the
     /// current round, or to none before the first): a round not seen before closes the one
     /// under way; an event of a round that has closed is late, and counted in its figures
-    /// (see [`crate::rounds`]).
+    /// (see the `rounds` module).
     pub fn begin(&mut self, crawl_id: Option<&str>, clusters: &Clusters) {
         self.late = false;
         match self.crawl.step(crawl_id) {

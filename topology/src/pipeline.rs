@@ -42,8 +42,8 @@ pub struct Stats {
     pub repeats_skipped: u64,
     /// Records of a crawl round that had ended (a later round had begun) when they came: they
     /// are processed as any other, but end neither the round under way nor its collections
-    /// epoch, and count in the figures by round only as late ([`crate::rounds`]). All-in-one
-    /// and cluster stage.
+    /// epoch, and count in the figures by round only as late (see the `rounds` module).
+    /// All-in-one and cluster stage.
     pub late_records: u64,
     /// Signature events with a list cut to its cap (out-links, chunks or paragraphs: see
     /// [`crate::signer::ListCaps`]); each states how much it left out.
