@@ -505,13 +505,12 @@ impl Replayer {
         if !rounds.is_empty() {
             let shares: Vec<String> = rounds
                 .iter()
-                .map(|r| match r.late_events {
-                    0 => format!("{} {:.1} %", r.crawl_id, 100.0 * r.near_duplicate_share),
-                    n => format!(
-                        "{} {:.1} % ({n} late events left out)",
-                        r.crawl_id,
-                        100.0 * r.near_duplicate_share
-                    ),
+                .map(|r| {
+                    let share = format!("{} {:.1} %", r.crawl_id, 100.0 * r.near_duplicate_share);
+                    match r.late_events {
+                        0 => share,
+                        n => format!("{share} ({n} late events left out)"),
+                    }
                 })
                 .collect();
             summary.push_str(&format!(

@@ -309,7 +309,6 @@ impl Evolution {
 
     /// Closes round `crawl_id`, the one under way until now.
     fn close_round(&mut self, crawl_id: String, clusters: &Clusters) {
-        self.late = false;
         let mut snap = Snapshot {
             crawl_id,
             ..Snapshot::default()

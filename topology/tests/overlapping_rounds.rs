@@ -90,7 +90,7 @@ fn rounds_interleaved_record_by_record_close_each_round_once() {
                 Ok(v) => v,
                 Err(_) => return l,
             };
-            v["crawl_id"] = format!("crawl-{}", if i == 0 { 0 } else { i % 2 }).into();
+            v["crawl_id"] = format!("crawl-{}", i % 2).into();
             v.to_string().into_bytes()
         })
         .collect();
