@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Layout of the internal records between the sign and index stages; bump on any change.
-pub(crate) const INTERNAL_FORMAT: u32 = 9;
+pub(crate) const INTERNAL_FORMAT: u32 = 10;
 
 /// A signed page as the sign stage hands it to the index stage (the body stays behind: the
 /// signatures are all the rest of the topology reads of it).

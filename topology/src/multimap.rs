@@ -1,8 +1,9 @@
 //! The sketch index's key tables: `u32 key -> pages`, in flat arrays.
 //!
-//! The key tables hold about 22 keys per windowed page, so what one key costs is most of the
-//! index's memory, and one lookup per key most of its time. Of those keys some are held by one
-//! page only, the others by several (the bands of a site's template, the bands of copies).
+//! The key tables hold about 15 keys per windowed page (22 before the forty-eighth session), so
+//! what one key costs is most of the index's memory, and one lookup per key most of its time. Of
+//! those keys some are held by one page only, the others by several (the bands of a site's
+//! template, the bands of copies).
 //!
 //! - [`FlatMap`] maps each key to its page, or to a block or list of pages, in arrays of
 //!   positions ordered by key (linear probing with ordered runs, the Robin Hood layout). The

@@ -3,7 +3,7 @@
 //! Broder et al. and Charikar), and the b-bit min-value agreement the default policy estimates
 //! Jaccard from; and the 32-bit table keys (bands, pieces, checksum) a page is filed under.
 
-use super::{BAND_ROWS, PIECE_TABLE_BASE};
+use super::{BAND_ROWS, BAND_STARTS, PIECE_TABLE_BASE};
 use crate::sketch::minhash::{fmix64, BSketch, MINVALUES, PER_SUPERSHINGLE, SUPERSHINGLES};
 use crate::sketch::simhash::{self, SimHash};
 
@@ -65,15 +65,13 @@ pub(super) fn key32(table: u32, value: u64) -> u32 {
         as u32
 }
 
-/// The band key of band `j`.
+/// The band key of band `j`: its [`BAND_ROWS`] min-value bytes from [`BAND_STARTS`].
 pub(super) fn band_key(mins: &[u8; MINVALUES], j: usize) -> u32 {
-    let v = u32::from_le_bytes([
-        mins[j * BAND_ROWS],
-        mins[j * BAND_ROWS + 1],
-        mins[j * BAND_ROWS + 2],
-        mins[j * BAND_ROWS + 3],
-    ]);
-    key32(j as u32, u64::from(v))
+    let mut v = 0u64;
+    for &m in &mins[BAND_STARTS[j]..BAND_STARTS[j] + BAND_ROWS] {
+        v = v << 8 | u64::from(m);
+    }
+    key32(j as u32, v)
 }
 
 pub(super) fn piece_key(sim: &[u64; 6], j: usize) -> u32 {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::sketch::minhash::{fmix64, SUPERSHINGLES};
+use crate::sketch::minhash::{fmix64, PER_SUPERSHINGLE, SUPERSHINGLES};
 
 #[test]
 fn url_names_keep_the_query_and_treat_directories_as_wildcards() {
@@ -60,23 +60,48 @@ proptest::proptest! {
 }
 
 /// Golden points of the band S-curve, worked out by hand: at J = 0.6 a byte agrees with
-/// probability 0.6 + 0.4/256, a band with its fourth power (0.1311), and one of 21 bands with
-/// 1 − (1 − 0.1311)^21.
+/// probability 0.6 + 0.4/256, a band with its third power (0.2177), and one of 14 bands with
+/// 1 − (1 − 0.2177)^14.
 #[test]
 fn the_band_curve_is_the_b_bit_s_curve() {
     let byte: f64 = 0.6 + 0.4 / 256.0;
-    let expected = 1.0 - (1.0 - byte.powi(4)).powi(21);
+    let expected = 1.0 - (1.0 - byte.powi(3)).powi(14);
     assert!((band_candidate_probability(0.6) - expected).abs() < 1e-12);
-    assert!((expected - 0.9475).abs() < 1e-3, "{expected}");
+    assert!((expected - 0.9678).abs() < 1e-3, "{expected}");
     assert_eq!(band_candidate_probability(1.0), 1.0);
-    // Unrelated pages still agree on a byte in 256, rarely on a whole band.
-    assert!(band_candidate_probability(0.0) < 1e-7);
+    // Unrelated pages still agree on a byte in 256, on a whole band one time in 2^24: on one
+    // of the 14 about once in 1.2 million pairs.
+    let unrelated = band_candidate_probability(0.0);
+    assert!(unrelated > 8e-7 && unrelated < 9e-7, "{unrelated}");
     let mut last = 0.0;
     for i in 0..=100 {
         let p = band_candidate_probability(f64::from(i) / 100.0);
         assert!(p >= last, "the curve falls at J = {i}%");
         last = p;
     }
+}
+
+/// The bands do not overlap, each lies inside one supershingle, and each supershingle holds
+/// at least two: a B-similar pair (two supershingles whose 14 min-values all agree) shares at
+/// least four bands, so the band tables find every pair FMN's megashingle tables would.
+#[test]
+fn every_supershingle_holds_two_whole_bands() {
+    let mut rows = [0u8; MINVALUES];
+    let mut per_supershingle = [0; SUPERSHINGLES];
+    for &start in &BAND_STARTS {
+        let s = start / PER_SUPERSHINGLE;
+        assert_eq!(
+            (start + BAND_ROWS - 1) / PER_SUPERSHINGLE,
+            s,
+            "band at {start}"
+        );
+        per_supershingle[s] += 1;
+        for r in &mut rows[start..start + BAND_ROWS] {
+            *r += 1;
+        }
+    }
+    assert!(rows.iter().all(|&r| r <= 1), "bands overlap");
+    assert_eq!(per_supershingle, [3, 3, 2, 2, 2, 2]);
 }
 
 #[test]
@@ -90,8 +115,8 @@ fn the_description_names_each_policys_thresholds() {
         "on one site: 0.98",
         ">= 12 min-values",
         ">= 330 of 384",
-        "21 bands of 4",
-        "0.6: 0.948",
+        "14 bands of 3",
+        "0.6: 0.968",
         "0.7: 0.997",
     ] {
         assert!(d.contains(part), "{part:?} missing from {d}");
@@ -123,12 +148,12 @@ fn the_description_names_each_policys_thresholds() {
     );
     let b = of(Policy::AlgB);
     assert!(
-        b.contains(">= 2 of 6 supershingles") && b.contains("21 bands"),
+        b.contains(">= 2 of 6 supershingles") && b.contains("14 bands"),
         "{b}"
     );
     let comb = of(Policy::Combined);
     assert!(
-        comb.contains(">= 355 of 384") && comb.contains("21 bands"),
+        comb.contains(">= 355 of 384") && comb.contains("14 bands"),
         "{comb}"
     );
 }
@@ -453,7 +478,8 @@ fn renamed_and_retitled_pages_need_near_identical_text() {
     assert!(high.verdict(&a, &b, &c, Naming::SameName).is_some());
 }
 
-/// 40 pages of one site share a template on bands 0..17 and differ in bands 17..21. A page
+/// 40 pages of one site share a template on min-values 0..51, which hold 10 whole bands (those
+/// starting at 0, 3, 6, 14, 17, 20, 28, 31, 42 and 45), and differ in the rest. A page
 /// that copies one of them under another directory finds its copy through the content
 /// bands, and the template bands, shared with every page of the site, are not enumerated:
 /// the template siblings are not even verified. Alg. B, as published, still takes every
@@ -461,17 +487,23 @@ fn renamed_and_retitled_pages_need_near_identical_text() {
 #[test]
 fn template_bands_give_no_candidates() {
     let (skipped, verified) = copy_of_a_template_page(Policy::Neardup);
-    assert_eq!(skipped, 17);
+    assert_eq!(skipped, 10);
+    let template_bands = BAND_STARTS
+        .iter()
+        .filter(|&&s| s + BAND_ROWS <= TEMPLATE_POSITIONS)
+        .count();
+    assert_eq!(skipped, template_bands as u64);
     assert_eq!(verified, 1, "only the copy is verified");
     let (skipped, verified) = copy_of_a_template_page(Policy::AlgB);
     assert_eq!(skipped, 0);
     assert_eq!(verified, 40, "every page of the site");
 }
 
+const TEMPLATE_POSITIONS: usize = 51;
+
 /// Files 40 template pages of one site and then a copy of one of them; returns the template
 /// bands skipped and the candidates verified for the copy.
 fn copy_of_a_template_page(policy: Policy) -> (u64, u64) {
-    let template_positions = 17 * BAND_ROWS;
     let page = |i: u64| {
         let mut s = Sketch {
             mins: [0; MINVALUES],
@@ -483,7 +515,7 @@ fn copy_of_a_template_page(policy: Policy) -> (u64, u64) {
             has_terms: true,
         };
         for (p, m) in s.mins.iter_mut().enumerate() {
-            *m = if p < template_positions {
+            *m = if p < TEMPLATE_POSITIONS {
                 p as u8
             } else {
                 (fmix64(i * 1000 + p as u64) >> 8) as u8
