@@ -239,6 +239,11 @@ pub struct NearIndex {
     stats: NearStats,
     #[serde(skip)]
     scratch: Vec<u32>,
+    /// The agreements of a page with its site sample, and their counts.
+    #[serde(skip)]
+    agreements: Vec<u128>,
+    #[serde(skip)]
+    scratch_counts: Vec<u32>,
     /// Per slot, its site and the sighting it was last seen in, dense and side by side: sampling
     /// a bucket reads the site without touching page records, and deduplicating its candidates
     /// then finds the sighting in the same cache line.
@@ -276,6 +281,8 @@ impl NearIndex {
             partners: Partners::default(),
             stats: NearStats::default(),
             scratch: Vec::new(),
+            agreements: Vec::new(),
+            scratch_counts: Vec::new(),
             slots: Vec::new(),
             sighting: 0,
             changes: Vec::new(),
@@ -828,14 +835,27 @@ impl NearIndex {
         }
         let mut mask = 0u128;
         // Twice the threshold, so that a position needs half of the smallest sample, not all.
-        let mature = sampling && sample.len() >= 2 * self.cfg.boilerplate_min;
+        let enough = |n: usize| sampling && n >= 2 * self.cfg.boilerplate_min;
+        let mut mature = enough(sample.len());
         if mature {
             self.touch_records(&sample);
+            let mut agreements = std::mem::take(&mut self.agreements);
+            agreements.clear();
+            agreements.extend(
+                (sample.iter()).map(|&c| agreement(&self.page(c).sketch.mins, &sketch.mins)),
+            );
+            let cut = copy_cut(&agreements, &mut self.scratch_counts);
             let mut counts = Counts::default();
-            for &c in &sample {
-                counts.add(agreement(&self.page(c).sketch.mins, &sketch.mins));
+            let mut counted = 0;
+            for &a in agreements.iter().filter(|a| a.count_ones() < cut) {
+                counts.add(a);
+                counted += 1;
             }
-            mask = counts.at_least(self.cfg.boilerplate_min) & ((1u128 << MINVALUES) - 1);
+            mature = enough(counted);
+            if mature {
+                mask = counts.at_least(self.cfg.boilerplate_min) & ((1u128 << MINVALUES) - 1);
+            }
+            self.agreements = agreements;
         }
         // A band made only of the site's boilerplate positions is shared with the site's
         // template, not with a copy of the page's content: its bucket is not enumerated, unless
@@ -1001,6 +1021,33 @@ fn reserve_an_eighth<T>(v: &mut Vec<T>) {
     if v.len() == v.capacity() {
         v.reserve_exact((v.capacity() / 8).max(64));
     }
+}
+
+/// Min-values a sampled page must agree on with the page being filed to count as its copy at
+/// least: nine in ten, a Jaccard similarity of about 0.9.
+const COPY_AGREEMENT: u32 = (MINVALUES as u32 * 9).div_ceil(10);
+
+/// The agreement (in min-values) from which a sampled page counts as a copy of the page being
+/// filed, not as a page of its site, and is left out of the boilerplate counts. A page's
+/// boilerplate is what it shares with many pages of its site, and its copies on the site
+/// (versions of one document, variants of one product) share its content too: counted, eight
+/// copies in a sample made the content look like the site's template, and the page and its
+/// copies lost their pairs. A copy agrees on [`COPY_AGREEMENT`] or more, and on more than
+/// halfway from the sample's lower quartile to full agreement: where the site's pages agree on
+/// nearly everything (records of a database, pages that are all template), they are its
+/// template's evidence, not copies, and the quartile, one of them, keeps most of them counted.
+/// If the pages left are too few for a mature sample, the page takes no mask yet (and takes one
+/// later, from the sample of a page of its site that has one, see [`NearIndex::mature_sample`]).
+fn copy_cut(agreements: &[u128], counts: &mut Vec<u32>) -> u32 {
+    counts.clear();
+    counts.extend(agreements.iter().map(|a| a.count_ones()));
+    counts.sort_unstable();
+    let quartile = counts.get(counts.len() / 4).copied().unwrap_or(0);
+    let full = MINVALUES as u32;
+    (quartile + full)
+        .div_ceil(2)
+        .max(quartile + 1)
+        .max(COPY_AGREEMENT)
 }
 
 /// Every table key of a page under `policy`: the checksum, then the bands or the pieces.
