@@ -72,7 +72,7 @@
 //! `boilerplate_min` of them is the site's boilerplate (a template shingle won that position),
 //! and is marked in the page's mask. Sampled pages that agree with the page nearly everywhere
 //! are its copies on the site (versions, variants), not evidence of the template, and are left
-//! out of the counts ([`copy_cut`]). The default policy estimates Jaccard on the positions
+//! out of the counts (`copy_cut`). The default policy estimates Jaccard on the positions
 //! neither page marks: copies of one document still agree there, while template pages that
 //! differ in their main item now disagree almost everywhere. A band whose positions are all
 //! marked is shared with the template, not with a copy, so its bucket is not enumerated for
