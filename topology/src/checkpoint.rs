@@ -29,7 +29,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 use xxhash_rust::xxh3::Xxh3;
 
 /// The layout of the header and body. Bump on any change to a serialized structure.
-pub const FORMAT: u32 = 18;
+pub const FORMAT: u32 = 19;
 
 const MAGIC: &[u8] = b"NEARDUP-CHECKPOINT\n";
 

@@ -33,6 +33,7 @@
 
 pub mod charset;
 pub mod checkpoint;
+mod chunked;
 pub mod clock;
 pub mod clusters;
 pub mod collections;

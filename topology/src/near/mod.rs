@@ -99,6 +99,7 @@
 //! of a changed page are verified again whether or not they are still candidates, so a pair that
 //! still holds is never retracted and re-detected.
 
+use crate::chunked::Chunked;
 use crate::emit::Emitter;
 use crate::site;
 use crate::sketch::minhash::{MINVALUES, PER_SUPERSHINGLE, SUPERSHINGLES};
@@ -220,7 +221,8 @@ const URL_PART: &str = "URLs";
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct NearIndex {
     cfg: NearConfig,
-    pages: Vec<Option<Page>>,
+    /// In chunks: no room to spare beyond one chunk, and growing moves no record.
+    pages: Chunked<Option<Page>>,
     /// Which URL is in which slot, fetch times, expiry (empty in a [`Self::follower`]).
     window: Window,
     sites: Sites,
@@ -246,11 +248,14 @@ pub struct NearIndex {
     agreements: Vec<u128>,
     #[serde(skip)]
     scratch_counts: Vec<u32>,
-    /// Per slot, its site and the sighting it was last seen in, dense and side by side: sampling
-    /// a bucket reads the site without touching page records, and deduplicating its candidates
-    /// then finds the sighting in the same cache line.
-    slots: Vec<SlotInfo>,
-    sighting: u32,
+    /// Per slot, its site, dense: sampling a bucket reads the sites without touching page
+    /// records.
+    slot_sites: Vec<u32>,
+    /// The slots seen since the last [`Self::new_sighting`]: a bit per slot, and the slots
+    /// whose bit is set, to clear them. (A 4-byte sighting number beside each slot's site did
+    /// the same for 4 bytes per windowed page instead of one bit.)
+    #[serde(skip)]
+    seen: Seen,
     #[serde(skip)]
     changes: Vec<PairChange>,
     /// The URLs that left the window since the last [`Self::take_removed`], kept only when
@@ -271,7 +276,7 @@ impl NearIndex {
     pub fn with_key_shards(cfg: NearConfig, shards: usize) -> Self {
         NearIndex {
             cfg,
-            pages: Vec::new(),
+            pages: Chunked::default(),
             window: Window::default(),
             sites: Sites::default(),
             shards: (0..shards.max(1)).map(|_| KeyShard::default()).collect(),
@@ -285,8 +290,8 @@ impl NearIndex {
             scratch: Vec::new(),
             agreements: Vec::new(),
             scratch_counts: Vec::new(),
-            slots: Vec::new(),
-            sighting: 0,
+            slot_sites: Vec::new(),
+            seen: Seen::default(),
             changes: Vec::new(),
             removed: None,
         }
@@ -312,11 +317,12 @@ impl NearIndex {
     }
 
     /// After a restore: gives back the room that reading the arrays left beyond their lengths
-    /// (doubling as they grew, up to twice their size: the page records took 394 bytes per page
-    /// instead of 208 on the medium crawl), and makes the records' URLs the pool's copies.
+    /// (doubling as they grew, up to twice their size: the page records, before they were
+    /// chunked, took 394 bytes per page instead of 208 on the medium crawl), and makes the
+    /// records' URLs the pool's copies.
     pub(crate) fn fit_restored(&mut self, pool: &mut crate::intern::UrlPool) {
         self.pages.shrink_to_fit();
-        self.slots.shrink_to_fit();
+        self.slot_sites.shrink_to_fit();
         self.window.stamps.shrink_to_fit();
         self.window.free.shrink_to_fit();
         self.window.expiry.shrink_to_fit();
@@ -421,7 +427,7 @@ impl NearIndex {
 
     /// [`Self::memory_bytes`] part by part, by the index's own accounting (capacities, not
     /// lengths): the page records (signatures, boilerplate mask, URL name), the window's
-    /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site and sighting with
+    /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site (and the bits of the slots seen) with
     /// the names of the sites held, the key tables (their entries, and the blocks and lists of
     /// keys held by several pages), the live pairs and each page's partners, and the URLs with
     /// their map.
@@ -436,7 +442,7 @@ impl NearIndex {
             ("window bookkeeping", self.window.bytes()),
             (
                 "slot sites",
-                self.slots.capacity() * std::mem::size_of::<SlotInfo>() + self.sites.bytes(),
+                self.slot_sites.capacity() * 4 + self.seen.bytes() + self.sites.bytes(),
             ),
             ("key table entries", tables.clone().map(|t| t.0).sum()),
             ("key table lists", tables.map(|t| t.1).sum()),
@@ -655,7 +661,7 @@ impl NearIndex {
             b: cmp.b_similarity,
             c: cmp.c_similarity,
             agreeing: cmp.agreeing as u8,
-            same_site: self.slots[a as usize].site == self.slots[b as usize].site,
+            same_site: self.slot_sites[a as usize] == self.slot_sites[b as usize],
         }
     }
 
@@ -686,7 +692,7 @@ impl NearIndex {
     /// verdict on them given how their URLs and titles relate.
     fn judge(&self, a: u32, b: u32) -> (Comparison, Option<PairLevel>) {
         let (pa, pb) = (self.page(a), self.page(b));
-        let sites = (self.slots[a as usize].site, self.slots[b as usize].site);
+        let sites = (self.slot_sites[a as usize], self.slot_sites[b as usize]);
         let (ma, mb) = (pa.mask.bits(), pb.mask.bits());
         let cmp = compare_sited(&pa.sketch, ma, &pb.sketch, mb, sites.0 == sites.1);
         let titles = match self.cfg.titles {
@@ -710,12 +716,11 @@ impl NearIndex {
     ) -> Vec<u32> {
         let site = self.sites.enter(&url);
         if self.pages.len() <= slot as usize {
-            reserve_an_eighth(&mut self.pages);
-            reserve_an_eighth(&mut self.slots);
-            self.pages.resize_with(slot as usize + 1, || None);
-            self.slots.resize(self.pages.len(), SlotInfo::default());
+            reserve_an_eighth(&mut self.slot_sites);
+            self.pages.grow_with(slot as usize + 1, || None);
+            self.slot_sites.resize(self.pages.len(), 0);
         }
-        self.slots[slot as usize].site = site;
+        self.slot_sites[slot as usize] = site;
         let (keys, n) = keys(self.cfg.policy, sketch);
         let mut candidates = Vec::with_capacity(32);
         let mut answer = Answer::empty();
@@ -780,21 +785,12 @@ impl NearIndex {
 
     /// True the first time `slot` is seen since the last [`Self::new_sighting`].
     fn first_sight(&mut self, slot: u32) -> bool {
-        let seen = &mut self.slots[slot as usize].seen;
-        if *seen == self.sighting {
-            return false;
-        }
-        *seen = self.sighting;
-        true
+        self.seen.first(slot)
     }
 
     /// Starts a new round of [`Self::first_sight`].
     fn new_sighting(&mut self) {
-        self.sighting = self.sighting.wrapping_add(1);
-        if self.sighting == 0 {
-            self.slots.iter_mut().for_each(|s| s.seen = 0);
-            self.sighting = 1;
-        }
+        self.seen.clear();
     }
 
     /// Looks up each of a new page's `keys` once: the band buckets sample the page's site for its
@@ -826,7 +822,7 @@ impl NearIndex {
                     break;
                 }
                 for &c in bucket.iter().rev().take(per_bucket) {
-                    if self.slots[c as usize].site == site && !sample.contains(&c) {
+                    if self.slot_sites[c as usize] == site && !sample.contains(&c) {
                         sample.push(c);
                         if sample.len() >= self.cfg.boilerplate_sample {
                             break;
@@ -892,9 +888,7 @@ impl NearIndex {
                 }
             };
             for &c in bucket {
-                let seen = &mut self.slots[c as usize].seen;
-                if *seen != self.sighting {
-                    *seen = self.sighting;
+                if self.seen.first(c) {
                     candidates.push(c);
                 }
             }
@@ -907,7 +901,7 @@ impl NearIndex {
     fn drop_record(&mut self, slot: u32) {
         let page = self.pages[slot as usize].take().expect("live page");
         self.live -= 1;
-        self.sites.leave(&page.url, self.slots[slot as usize].site);
+        self.sites.leave(&page.url, self.slot_sites[slot as usize]);
         if self.following {
             return;
         }

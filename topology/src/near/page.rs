@@ -1,5 +1,5 @@
 //! What the index keeps per windowed page: the record with its sketch and boilerplate mask,
-//! and the dense per-slot site and sighting.
+//! and the slots seen while a page is filed.
 
 use super::Sketch;
 use crate::sketch::minhash::MINVALUES;
@@ -40,8 +40,69 @@ impl Mask {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
-pub(super) struct SlotInfo {
-    pub(super) site: u32,
-    pub(super) seen: u32,
+/// The slots seen since the last [`Seen::clear`]: a bit per slot, and the slots whose bit is
+/// set. Clearing costs as many steps as slots were seen, not as the window has.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Seen {
+    bits: Vec<u64>,
+    set: Vec<u32>,
+}
+
+impl Seen {
+    /// True the first time `slot` is seen since the last [`Self::clear`].
+    pub(super) fn first(&mut self, slot: u32) -> bool {
+        let (word, bit) = (slot as usize / 64, 1u64 << (slot % 64));
+        if word >= self.bits.len() {
+            self.bits.resize(word + 1 + word / 8, 0);
+        }
+        if self.bits[word] & bit != 0 {
+            return false;
+        }
+        self.bits[word] |= bit;
+        self.set.push(slot);
+        true
+    }
+
+    /// Forgets every slot seen.
+    pub(super) fn clear(&mut self) {
+        for slot in self.set.drain(..) {
+            self.bits[slot as usize / 64] = 0;
+        }
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.bits.capacity() * 8 + self.set.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod seen_props {
+    use super::Seen;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    proptest! {
+        /// `first` answers as a set of the slots seen since the last clear does, over slots
+        /// that share words and slots far apart, and `clear` forgets them all.
+        #[test]
+        fn seen_agrees_with_a_set(ops in prop::collection::vec(
+            prop_oneof![
+                8 => (0u32..300).prop_map(Some),
+                1 => (0u32..100_000).prop_map(Some),
+                2 => Just(None),
+            ], 0..500)) {
+            let mut seen = Seen::default();
+            let mut model = HashSet::new();
+            for op in ops {
+                match op {
+                    Some(slot) => prop_assert_eq!(seen.first(slot), model.insert(slot)),
+                    None => {
+                        seen.clear();
+                        model.clear();
+                        prop_assert!(seen.bits.iter().all(|&w| w == 0));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -232,7 +232,7 @@ fn sites_leave_with_their_last_page_and_their_numbers_are_reused() {
     assert_eq!(index.sites.len(), 2);
     let number = |index: &NearIndex, url: &str| {
         let slot = index.slot_of(url).expect("a held URL");
-        index.slots[slot as usize].site
+        index.slot_sites[slot as usize]
     };
     let site_a = number(&index, "http://a.example/x");
     assert_eq!(number(&index, "http://A.EXAMPLE/y"), site_a);
