@@ -427,10 +427,10 @@ impl NearIndex {
 
     /// [`Self::memory_bytes`] part by part, by the index's own accounting (capacities, not
     /// lengths): the page records (signatures, boilerplate mask, URL name), the window's
-    /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site (and the bits of the slots seen) with
-    /// the names of the sites held, the key tables (their entries, and the blocks and lists of
-    /// keys held by several pages), the live pairs and each page's partners, and the URLs with
-    /// their map.
+    /// bookkeeping (fetch stamps, free slots, expiry heap), each slot's site with the names of
+    /// the sites held (and the bits of the slots seen), the key tables (their entries, and the
+    /// blocks and lists of keys held by several pages), the live pairs and each page's
+    /// partners, and the URLs with their map.
     pub fn memory_parts(&self) -> [(&'static str, usize); 8] {
         let by_url = &self.window.by_url;
         let tables = self.shards.iter().map(|s| s.table.bytes());
