@@ -2,7 +2,7 @@
 //! records.
 //!
 //! A `Vec` grown by an eighth at a time holds up to an eighth more than it needs (the page
-//! records took 215 bytes per windowed page for 200-byte records at a million pages), and each
+//! records took 215 bytes per windowed page for records of 200 bytes at a million pages), and each
 //! growth copies the whole array into a new one, so that the old and the new are held together
 //! for a moment: 400 MB for a moment at two million pages. A chunked vector holds at most half
 //! a chunk more than it needs, and growing moves at most one chunk.

@@ -41,7 +41,7 @@ macro_rules! le {
         }
     )*};
 }
-le!(u16, u64);
+le!(u16, u32, u64);
 
 /// `[T; N]` of integers as their `N × width` bytes, little-endian.
 pub(crate) mod le {

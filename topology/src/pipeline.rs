@@ -920,10 +920,10 @@ impl Topology {
     /// window holds no content for it.
     pub(crate) fn renew_window(&mut self, f: &near::Fetch<'_>) -> bool {
         let held = match &self.state.sequencer {
-            Some(s) => s.sketch_of(f.url),
+            Some(s) => s.sketch_of(f.url).cloned(),
             None => self.state.near.sketch_of(f.url),
         };
-        let Some(sketch) = held.cloned() else {
+        let Some(sketch) = held else {
             return false;
         };
         let fetch = near::Fetch {

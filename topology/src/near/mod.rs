@@ -462,8 +462,8 @@ impl NearIndex {
     }
 
     /// The sketch the window holds for `url`.
-    pub fn sketch_of(&self, url: &str) -> Option<&Sketch> {
-        self.slot_of(url).map(|s| &self.page(s).sketch)
+    pub fn sketch_of(&self, url: &str) -> Option<Sketch> {
+        self.slot_of(url).map(|s| self.page(s).sketch.sketch())
     }
 
     fn url(&self, slot: u32) -> &str {
@@ -484,11 +484,11 @@ impl NearIndex {
         let mut acc = 0u64;
         for &s in slots {
             if let Some(Some(p)) = self.pages.get(s as usize) {
-                // Records are 200 bytes, so cache lines fall anywhere in them: these fields lie
+                // Records are 192 bytes, and where a chunk begins decides where lines fall: these lie
                 // less than 64 bytes apart from the first byte verification reads to the last
                 // (a test checks it against the layout the compiler chose).
-                acc ^= p.sketch.simhash[0]
-                    ^ p.sketch.simhash[5]
+                acc ^= u64::from(p.sketch.simhash_word(0))
+                    ^ u64::from(p.sketch.simhash_word(11))
                     ^ u64::from(p.sketch.mins[0])
                     ^ u64::from(p.sketch.mins[MINVALUES / 2])
                     ^ u64::from(p.sketch.mins[MINVALUES - 1])
@@ -696,7 +696,7 @@ impl NearIndex {
         let (ma, mb) = (pa.mask.bits(), pb.mask.bits());
         let cmp = compare_sited(&pa.sketch, ma, &pb.sketch, mb, sites.0 == sites.1);
         let titles = match self.cfg.titles {
-            true => (pa.sketch.title, pb.sketch.title),
+            true => (pa.sketch.title(), pb.sketch.title()),
             false => (0, 0),
         };
         let named = Naming::of((pa.name, pb.name), sites, titles);
@@ -756,7 +756,7 @@ impl NearIndex {
         };
         self.live += 1;
         self.pages[slot as usize] = Some(Page {
-            sketch: sketch.clone(),
+            sketch: Stored::new(sketch),
             mask: Mask::new(mask, mature),
             name: url_name(&url),
             url,
@@ -989,7 +989,7 @@ impl WindowHost for Lockstep<'_> {
     }
 
     fn holds(&self, slot: u32, sketch: &Sketch) -> bool {
-        self.index.page(slot).sketch == *sketch
+        self.index.page(slot).sketch == Stored::new(sketch)
     }
 
     fn change(&mut self, change: Change<'_>) {
@@ -1047,19 +1047,20 @@ fn copy_cut(agreements: &[u128], counts: &mut Vec<u32>) -> u32 {
 }
 
 /// Every table key of a page under `policy`: the checksum, then the bands or the pieces.
-fn keys(policy: Policy, sketch: &Sketch) -> ([u32; MAX_KEYS], usize) {
+fn keys(policy: Policy, sketch: &impl Signatures) -> ([u32; MAX_KEYS], usize) {
     let mut out = [0u32; MAX_KEYS];
-    out[0] = key32(CHECKSUM_TABLE, sketch.checksum);
+    out[0] = key32(CHECKSUM_TABLE, sketch.checksum());
     let mut n = 1;
-    if sketch.has_terms && policy.uses_bands() {
+    if sketch.has_terms() && policy.uses_bands() {
         for j in 0..BANDS {
-            out[n] = band_key(&sketch.mins, j);
+            out[n] = band_key(sketch.mins(), j);
             n += 1;
         }
     }
-    if sketch.has_terms && policy.uses_pieces() {
+    if sketch.has_terms() && policy.uses_pieces() {
+        let simhash = sketch.simhash();
         for j in 0..PIECES {
-            out[n] = piece_key(&sketch.simhash, j);
+            out[n] = piece_key(&simhash, j);
             n += 1;
         }
     }

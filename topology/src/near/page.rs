@@ -1,18 +1,101 @@
 //! What the index keeps per windowed page: the record with its sketch and boilerplate mask,
 //! and the slots seen while a page is filed.
 
-use super::Sketch;
-use crate::sketch::minhash::MINVALUES;
+use super::{Signatures, Sketch};
+use crate::sketch::minhash::{MINVALUES, SUPERSHINGLES};
 use std::sync::Arc;
 
-/// A windowed page's record: 200 bytes.
+/// A windowed page's record: 192 bytes (200 while it kept a whole [`Sketch`]).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct Page {
-    pub(super) sketch: Sketch,
+    pub(super) sketch: Stored,
     pub(super) mask: Mask,
     /// [`url_name`] of the URL.
     pub(super) name: u32,
     pub(super) url: Arc<str>,
+}
+
+/// A page's [`Sketch`] as its record keeps it, in 160 bytes aligned to 4 (a `Sketch` takes 168
+/// aligned to 8, for its `u64`s and its flag, and made the record 200 bytes): the simhash and
+/// the checksum in 32-bit words, and 31 bits of the normalised-text hash with the flag in the
+/// 32nd. Two unequal texts agree in 31 bits once in two billion pairs, and a pair needs every
+/// min-value equal as well to count as equal texts ([`super::compare_sited`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(super) struct Stored {
+    #[serde(with = "crate::fixed::bytes")]
+    pub(super) mins: [u8; MINVALUES],
+    #[serde(with = "crate::fixed::le")]
+    pub(super) ss: [u16; SUPERSHINGLES],
+    #[serde(with = "crate::fixed::le")]
+    pub(super) simhash: [u32; 12],
+    pub(super) checksum: [u32; 2],
+    /// 31 bits of the normalised-text hash, and [`Stored::TERMS`].
+    pub(super) text: u32,
+    pub(super) title: u32,
+}
+
+impl Stored {
+    const TERMS: u32 = 1 << 31;
+
+    pub(super) fn new(s: &Sketch) -> Stored {
+        let mut simhash = [0u32; 12];
+        for (i, w) in s.simhash.iter().enumerate() {
+            simhash[2 * i] = *w as u32;
+            simhash[2 * i + 1] = (w >> 32) as u32;
+        }
+        Stored {
+            mins: s.mins,
+            ss: s.ss,
+            simhash,
+            checksum: [s.checksum as u32, (s.checksum >> 32) as u32],
+            text: (s.text as u32 & !Self::TERMS) | if s.has_terms { Self::TERMS } else { 0 },
+            title: s.title,
+        }
+    }
+
+    /// The sketch this record keeps, with the text bits it keeps.
+    pub(super) fn sketch(&self) -> Sketch {
+        Sketch {
+            mins: self.mins,
+            ss: self.ss,
+            simhash: self.simhash(),
+            checksum: self.checksum(),
+            text: self.text(),
+            title: self.title,
+            has_terms: self.has_terms(),
+        }
+    }
+
+    /// A word of the simhash, for [`super::NearIndex::touch_records`].
+    pub(super) fn simhash_word(&self, i: usize) -> u32 {
+        self.simhash[i]
+    }
+}
+
+impl Signatures for Stored {
+    fn mins(&self) -> &[u8; MINVALUES] {
+        &self.mins
+    }
+    fn ss(&self) -> &[u16; SUPERSHINGLES] {
+        &self.ss
+    }
+    fn simhash(&self) -> [u64; 6] {
+        std::array::from_fn(|i| {
+            u64::from(self.simhash[2 * i]) | u64::from(self.simhash[2 * i + 1]) << 32
+        })
+    }
+    fn checksum(&self) -> u64 {
+        u64::from(self.checksum[0]) | u64::from(self.checksum[1]) << 32
+    }
+    fn text(&self) -> u64 {
+        u64::from(self.text & !Self::TERMS)
+    }
+    fn title(&self) -> u32 {
+        self.title
+    }
+    fn has_terms(&self) -> bool {
+        self.text & Self::TERMS != 0
+    }
 }
 
 /// A page's boilerplate mask (one bit per min-value position) and whether it came from a full

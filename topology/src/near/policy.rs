@@ -1,7 +1,7 @@
 //! The pair policies side by side (seed 001: Alg. B and Alg. C of §2, the combined algorithm of
 //! §3; and neardup's default), their parameters, and the verdict each gives on a comparison.
 
-use super::{Comparison, Naming, Sketch, BANDS, BAND_ROWS, PIECES};
+use super::{Comparison, Naming, Signatures, BANDS, BAND_ROWS, PIECES};
 use crate::sketch::minhash::SUPERSHINGLES;
 use crate::sketch::simhash;
 use neardup_schemas::PairLevel;
@@ -145,17 +145,17 @@ pub fn band_candidate_probability(j: f64) -> f64 {
 impl NearConfig {
     /// The policy's verdict on a comparison: the pair's level, or `None` if it is no pair.
     /// `naming`: how the two URLs relate (see [`super::url_name`]).
-    pub fn verdict(
+    pub fn verdict<S: Signatures>(
         &self,
-        a: &Sketch,
-        b: &Sketch,
+        a: &S,
+        b: &S,
         c: &Comparison,
         naming: Naming,
     ) -> Option<PairLevel> {
         if c.exact {
             return Some(PairLevel::Exact);
         }
-        if !a.has_terms || !b.has_terms {
+        if !a.has_terms() || !b.has_terms() {
             return None;
         }
         let holds = match self.policy {

@@ -175,23 +175,22 @@ fn touched_fields_cover_every_cache_line_verification_reads() {
     use std::mem::offset_of;
     let sk = offset_of!(Page, sketch);
     let read = [
-        (sk + offset_of!(Sketch, mins), MINVALUES),
-        (sk + offset_of!(Sketch, ss), 2 * SUPERSHINGLES),
-        (sk + offset_of!(Sketch, simhash), 48),
-        (sk + offset_of!(Sketch, checksum), 8),
-        (sk + offset_of!(Sketch, text), 8),
-        (sk + offset_of!(Sketch, title), 4),
-        (sk + offset_of!(Sketch, has_terms), 1),
+        (sk + offset_of!(Stored, mins), MINVALUES),
+        (sk + offset_of!(Stored, ss), 2 * SUPERSHINGLES),
+        (sk + offset_of!(Stored, simhash), 48),
+        (sk + offset_of!(Stored, checksum), 8),
+        (sk + offset_of!(Stored, text), 4),
+        (sk + offset_of!(Stored, title), 4),
         (offset_of!(Page, mask), 12),
         (offset_of!(Page, name), 4),
     ];
     let start = read.iter().map(|r| r.0).min().unwrap();
     let end = read.iter().map(|r| r.0 + r.1).max().unwrap();
-    let simhash = sk + offset_of!(Sketch, simhash);
-    let mins = sk + offset_of!(Sketch, mins);
+    let simhash = sk + offset_of!(Stored, simhash);
+    let mins = sk + offset_of!(Stored, mins);
     let mut touched = [
         simhash,
-        simhash + 40,
+        simhash + 44,
         mins,
         mins + MINVALUES / 2,
         mins + MINVALUES - 1,
@@ -311,8 +310,8 @@ fn a_pair_entry_takes_16_bytes_and_reports_the_comparisons_jaccard() {
 }
 
 #[test]
-fn a_page_record_takes_200_bytes_and_its_mask_keeps_bits_and_flag() {
-    assert_eq!(std::mem::size_of::<Option<Page>>(), 200);
+fn a_page_record_takes_192_bytes_and_its_mask_keeps_bits_and_flag() {
+    assert_eq!(std::mem::size_of::<Option<Page>>(), 192);
     let mut x = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..1000 {
         x ^= x << 13;
@@ -324,6 +323,72 @@ fn a_page_record_takes_200_bytes_and_its_mask_keeps_bits_and_flag() {
             assert_eq!((m.bits(), m.mature()), (bits, mature));
         }
     }
+}
+
+/// A sketch of random-looking fields drawn from `seed`.
+fn sketch_of_seed(seed: u64) -> Sketch {
+    let word = |i: u64| fmix64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i);
+    Sketch {
+        mins: std::array::from_fn(|i| word(i as u64) as u8),
+        ss: std::array::from_fn(|i| word(100 + i as u64) as u16),
+        simhash: std::array::from_fn(|i| word(200 + i as u64)),
+        checksum: word(300),
+        text: word(301),
+        title: word(302) as u32,
+        has_terms: true,
+    }
+}
+
+/// A record keeps a sketch whole but for the text hash, of which it keeps 31 bits, and
+/// compares as the sketch does: the same comparison of every pair, and equal texts only where
+/// every min-value agrees too.
+#[test]
+fn a_stored_sketch_keeps_the_sketch_and_compares_as_it_does() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..500 {
+        let mut a = sketch_of_seed(next());
+        let mut b = a.clone();
+        // Some positions, simhash bits and supershingles changed; some pairs with equal texts.
+        for _ in 0..(next() % 40) {
+            b.mins[(next() % MINVALUES as u64) as usize] = next() as u8;
+        }
+        b.simhash[(next() % 6) as usize] ^= next();
+        if next() % 3 == 0 {
+            b.ss[(next() % SUPERSHINGLES as u64) as usize] ^= 1;
+        }
+        b.text = if i % 4 == 0 { a.text } else { next() };
+        b.checksum = if i % 10 == 0 { a.checksum } else { next() };
+        (a.has_terms, b.has_terms) = (i % 7 != 0, i % 11 != 0);
+        a.title = next() as u32;
+        for s in [&a, &b] {
+            let back = Stored::new(s).sketch();
+            let mut want = s.clone();
+            want.text &= 0x7fff_ffff;
+            assert_eq!(back, want);
+        }
+        let (ma, mb) = (u128::from(next()), u128::from(next()) << 20);
+        for one_site in [false, true] {
+            let whole = compare_sited(&a, ma, &b, mb, one_site);
+            let kept = compare_sited(&Stored::new(&a), ma, &Stored::new(&b), mb, one_site);
+            assert_eq!(kept, whole, "{i}");
+            assert_eq!(whole.same_text, a.text == b.text && a.mins == b.mins);
+        }
+    }
+    // Texts that agree in the 31 bits kept and no more count as equal only with every
+    // min-value equal.
+    let a = sketch_of_seed(1);
+    let mut b = sketch_of_seed(2);
+    b.text = a.text ^ 1 << 40;
+    let (sa, sb) = (Stored::new(&a), Stored::new(&b));
+    assert!(!compare_sited(&sa, 0, &sb, 0, false).same_text);
+    b.mins = a.mins;
+    assert!(compare_sited(&sa, 0, &Stored::new(&b), 0, false).same_text);
 }
 
 /// The memory accounting adds up, and each part grows with what it holds: two copies on
@@ -780,7 +845,7 @@ fn versions_of_one_document_on_one_site_are_not_its_template() {
         let last = index.slot_of(&version(versions - 1).0).unwrap();
         let copy = index.slot_of(mirror).unwrap();
         let (a, b) = (index.page(last), index.page(copy));
-        let c = compare(&a.sketch, a.mask.bits(), &b.sketch, b.mask.bits());
+        let c = compare_sited(&a.sketch, a.mask.bits(), &b.sketch, b.mask.bits(), false);
         assert!(c.support >= 50, "the content counts: {c:?}");
     }
 }
