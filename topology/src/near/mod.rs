@@ -221,7 +221,7 @@ const URL_PART: &str = "URLs";
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct NearIndex {
     cfg: NearConfig,
-    /// In chunks: no room to spare beyond one chunk, and growing moves no record.
+    /// In chunks: at most half a chunk to spare, and a growth moves one chunk at most.
     pages: Chunked<Option<Page>>,
     /// Which URL is in which slot, fetch times, expiry (empty in a [`Self::follower`]).
     window: Window,
@@ -461,7 +461,8 @@ impl NearIndex {
         ]
     }
 
-    /// The sketch the window holds for `url`.
+    /// The sketch the window holds for `url`, as its record keeps it: whole but for the
+    /// normalised-text hash, of which it keeps 31 bits (see `Stored`).
     pub fn sketch_of(&self, url: &str) -> Option<Sketch> {
         self.slot_of(url).map(|s| self.page(s).sketch.sketch())
     }
@@ -484,9 +485,10 @@ impl NearIndex {
         let mut acc = 0u64;
         for &s in slots {
             if let Some(Some(p)) = self.pages.get(s as usize) {
-                // Records are 192 bytes, and where a chunk begins decides where lines fall: these lie
-                // less than 64 bytes apart from the first byte verification reads to the last
-                // (a test checks it against the layout the compiler chose).
+                // Records are 192 bytes, and where a chunk begins decides where cache lines
+                // fall in them: these fields lie less than 64 bytes apart from the first byte
+                // verification reads to the last (a test checks it against the layout the
+                // compiler chose).
                 acc ^= u64::from(p.sketch.simhash_word(0))
                     ^ u64::from(p.sketch.simhash_word(11))
                     ^ u64::from(p.sketch.mins[0])
