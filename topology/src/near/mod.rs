@@ -489,8 +489,8 @@ impl NearIndex {
                 // fall in them: these fields lie less than 64 bytes apart from the first byte
                 // verification reads to the last (a test checks it against the layout the
                 // compiler chose).
-                acc ^= u64::from(p.sketch.simhash_word(0))
-                    ^ u64::from(p.sketch.simhash_word(11))
+                acc ^= u64::from(p.sketch.simhash[0])
+                    ^ u64::from(p.sketch.simhash[11])
                     ^ u64::from(p.sketch.mins[0])
                     ^ u64::from(p.sketch.mins[MINVALUES / 2])
                     ^ u64::from(p.sketch.mins[MINVALUES - 1])

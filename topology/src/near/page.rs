@@ -38,16 +38,11 @@ impl Stored {
     const TERMS: u32 = 1 << 31;
 
     pub(super) fn new(s: &Sketch) -> Stored {
-        let mut simhash = [0u32; 12];
-        for (i, w) in s.simhash.iter().enumerate() {
-            simhash[2 * i] = *w as u32;
-            simhash[2 * i + 1] = (w >> 32) as u32;
-        }
         Stored {
             mins: s.mins,
             ss: s.ss,
-            simhash,
-            checksum: [s.checksum as u32, (s.checksum >> 32) as u32],
+            simhash: std::array::from_fn(|i| halves(s.simhash[i / 2])[i % 2]),
+            checksum: halves(s.checksum),
             text: (s.text as u32 & !Self::TERMS) | if s.has_terms { Self::TERMS } else { 0 },
             title: s.title,
         }
@@ -65,11 +60,16 @@ impl Stored {
             has_terms: self.has_terms(),
         }
     }
+}
 
-    /// A word of the simhash, for [`super::NearIndex::touch_records`].
-    pub(super) fn simhash_word(&self, i: usize) -> u32 {
-        self.simhash[i]
-    }
+/// A `u64` as its low and high 32-bit halves.
+fn halves(w: u64) -> [u32; 2] {
+    [w as u32, (w >> 32) as u32]
+}
+
+/// The `u64` of its low and high halves ([`halves`] undone).
+fn whole([low, high]: [u32; 2]) -> u64 {
+    u64::from(low) | u64::from(high) << 32
 }
 
 impl Signatures for Stored {
@@ -80,12 +80,10 @@ impl Signatures for Stored {
         &self.ss
     }
     fn simhash(&self) -> [u64; 6] {
-        std::array::from_fn(|i| {
-            u64::from(self.simhash[2 * i]) | u64::from(self.simhash[2 * i + 1]) << 32
-        })
+        std::array::from_fn(|i| whole([self.simhash[2 * i], self.simhash[2 * i + 1]]))
     }
     fn checksum(&self) -> u64 {
-        u64::from(self.checksum[0]) | u64::from(self.checksum[1]) << 32
+        whole(self.checksum)
     }
     fn text(&self) -> u64 {
         u64::from(self.text & !Self::TERMS)

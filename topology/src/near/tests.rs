@@ -312,16 +312,24 @@ fn a_pair_entry_takes_16_bytes_and_reports_the_comparisons_jaccard() {
 #[test]
 fn a_page_record_takes_192_bytes_and_its_mask_keeps_bits_and_flag() {
     assert_eq!(std::mem::size_of::<Option<Page>>(), 192);
-    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     for _ in 0..1000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = next();
         let bits = (u128::from(x) << 64 | u128::from(x.rotate_left(29))) & ((1 << MINVALUES) - 1);
         for mature in [false, true] {
             let m = Mask::new(bits, mature);
             assert_eq!((m.bits(), m.mature()), (bits, mature));
         }
+    }
+}
+
+/// A xorshift generator from `seed` (not 0), for tests that want many varied values.
+fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
     }
 }
 
@@ -344,13 +352,7 @@ fn sketch_of_seed(seed: u64) -> Sketch {
 /// every min-value agrees too.
 #[test]
 fn a_stored_sketch_keeps_the_sketch_and_compares_as_it_does() {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     for i in 0..500 {
         let mut a = sketch_of_seed(next());
         let mut b = a.clone();
