@@ -58,24 +58,34 @@ pub trait OutputEvent: Serialize {
         self.event_id_mut().clear();
         let mut value = Vec::with_capacity(512);
         serde_json::to_writer(&mut value, &self).expect("event serializes");
-        let id = hex32(xxhash_rust::xxh3::xxh3_128(&value));
-        const EMPTY_ID: &[u8] = b"\"event_id\":\"\"";
-        let head = &value[..value.len().min(256)];
-        match head.windows(EMPTY_ID.len()).position(|w| w == EMPTY_ID) {
-            Some(at) => {
-                // Open a 32-byte gap before the closing quote and write the id into it.
-                let quote = at + EMPTY_ID.len() - 1;
-                let len = value.len();
-                value.resize(len + id.len(), 0);
-                value.copy_within(quote..len, quote + id.len());
-                value[quote..quote + id.len()].copy_from_slice(&id);
-            }
-            None => {
-                *self.event_id_mut() = String::from_utf8_lossy(&id).into_owned();
-                value = serde_json::to_vec(&self).expect("event serializes");
-            }
+        if let Err(id) = seal_json(&mut value) {
+            *self.event_id_mut() = id;
+            value = serde_json::to_vec(&self).expect("event serializes");
         }
         (self.key(), value)
+    }
+}
+
+/// Seals the JSON of an event serialized with an empty `event_id`: the id is the hash of those
+/// bytes ([`OutputEvent::seal`]), spliced into them, which gives exactly what serializing the
+/// sealed event gives (a test holds the two equal). `Err` carries the id, `value` untouched,
+/// when `"event_id":""` is not among its first 256 bytes (every event states its `schema` and
+/// then its `event_id` first, so this does not happen): serialize the event again with it.
+pub fn seal_json(value: &mut Vec<u8>) -> Result<(), String> {
+    let id = hex32(xxhash_rust::xxh3::xxh3_128(value));
+    const EMPTY_ID: &[u8] = b"\"event_id\":\"\"";
+    let head = &value[..value.len().min(256)];
+    match head.windows(EMPTY_ID.len()).position(|w| w == EMPTY_ID) {
+        Some(at) => {
+            // Open a 32-byte gap before the closing quote and write the id into it.
+            let quote = at + EMPTY_ID.len() - 1;
+            let len = value.len();
+            value.resize(len + id.len(), 0);
+            value.copy_within(quote..len, quote + id.len());
+            value[quote..quote + id.len()].copy_from_slice(&id);
+            Ok(())
+        }
+        None => Err(String::from_utf8_lossy(&id).into_owned()),
     }
 }
 

@@ -1,6 +1,8 @@
 //! Collecting the records a stage outputs: already keyed and serialized, ready for any sink.
 
-use neardup_schemas::{OutputEvent, OutputKind};
+use neardup_schemas::{OutputEvent, OutputKind, SignatureEvent};
+
+use crate::signed::ContentJson;
 
 /// One output record: the topic kind, the record key and the JSON value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +45,60 @@ impl Emitter {
         self.records.push(Emit {
             kind: E::KIND,
             key,
+            value,
+        });
+    }
+
+    /// Seals and appends the signature event `event` with `content` as its `content` (the
+    /// event's own is `None`): the record serializing the event with that content gives (a
+    /// test holds the two equal), the content copied in as it is written, not parsed again.
+    pub(crate) fn emit_signature(
+        &mut self,
+        mut event: SignatureEvent,
+        content: Option<&ContentJson>,
+    ) {
+        debug_assert!(event.content.is_none(), "the content comes as JSON");
+        event.event_id.clear();
+        let change = event.change.take();
+        let mut value = Vec::with_capacity(512 + content.map_or(0, |c| c.get().len()));
+        serde_json::to_writer(&mut value, &event).expect("event serializes");
+        // The fields after `params`, `content` and `change`, come last in their order.
+        debug_assert_eq!(value.last(), Some(&b'}'));
+        value.pop();
+        if let Some(c) = content {
+            value.extend_from_slice(b",\"content\":");
+            value.extend_from_slice(c.get().as_bytes());
+        }
+        if let Some(ch) = &change {
+            value.extend_from_slice(b",\"change\":");
+            serde_json::to_writer(&mut value, ch).expect("event serializes");
+        }
+        value.push(b'}');
+        let value = match neardup_schemas::seal_json(&mut value) {
+            Ok(()) => value,
+            // Not met (the id comes second); serialized with the content parsed instead.
+            Err(_) => {
+                let content = content.map(|c| {
+                    serde_json::value::RawValue::from_string(c.get().to_owned())
+                        .expect("the content is JSON")
+                });
+                let event = SignatureEvent {
+                    schema: event.schema,
+                    event_id: event.event_id,
+                    url: event.url,
+                    fetched_at: event.fetched_at,
+                    crawl_id: event.crawl_id,
+                    status: event.status,
+                    params: event.params,
+                    content,
+                    change,
+                };
+                return self.emit(event);
+            }
+        };
+        self.records.push(Emit {
+            kind: OutputKind::Signatures,
+            key: event.url,
             value,
         });
     }

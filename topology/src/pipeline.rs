@@ -758,7 +758,7 @@ impl Topology {
         }) {
             self.state.stats.lists_capped += 1;
         }
-        self.emitter.emit(SignatureEvent {
+        let event = SignatureEvent {
             schema: OutputKind::Signatures.schema().into(),
             event_id: String::new(),
             url: page.url.clone(),
@@ -766,9 +766,10 @@ impl Topology {
             crawl_id: page.crawl_id.clone(),
             status: page.status,
             params: self.params.clone(),
-            content: signed.as_ref().map(|sg| &*sg.content),
+            content: None,
             change,
-        });
+        };
+        (self.emitter).emit_signature(event, signed.as_ref().map(|sg| &sg.content));
         if downstream && confirmed {
             self.renew_downstream(&page.url, at_ms);
         } else if downstream && !inconclusive {
