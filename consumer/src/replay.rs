@@ -324,9 +324,9 @@ enum Input {
 /// more (as in `neardup run`; the replay of the medium crawl took 6.10-6.21 s against
 /// 6.29-6.46 s with one per core, three alternations), with one [`Preparer`] each, that take
 /// the next record as soon as they are free (a page to sign costs some twenty times one the
-/// sign cache knows). This thread reads the input, hands each record
-/// to them and applies the results to the one topology in input order while they prepare the
-/// records after it, so the outputs are those of a sequential replay.
+/// sign cache knows). This thread reads the input, hands each record to them and applies the
+/// results to the one topology in input order while they prepare the records after it, so the
+/// outputs are those of a sequential replay.
 pub struct Replayer {
     topo: Topology,
     /// Records for the preparing threads; `None` once the input has ended.

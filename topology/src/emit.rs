@@ -62,7 +62,8 @@ impl Emitter {
         let change = event.change.take();
         let mut value = Vec::with_capacity(512 + content.map_or(0, |c| c.get().len()));
         serde_json::to_writer(&mut value, &event).expect("event serializes");
-        // The fields after `params`, `content` and `change`, come last in their order.
+        // `content` and `change` are the event's last fields, in that order: they go after the
+        // others, in place of the closing brace.
         debug_assert_eq!(value.last(), Some(&b'}'));
         value.pop();
         if let Some(c) = content {
