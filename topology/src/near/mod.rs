@@ -251,9 +251,10 @@ pub struct NearIndex {
     /// Per slot, its site, dense: sampling a bucket reads the sites without touching page
     /// records.
     slot_sites: Vec<u32>,
-    /// The slots seen since the last [`Self::new_sighting`]: a bit per slot, and the slots
-    /// whose bit is set, to clear them. (A 4-byte sighting number beside each slot's site did
-    /// the same for 4 bytes per windowed page instead of one bit.)
+    /// The slots seen in the filing under way (cleared at each lookup, so that a filing lists
+    /// each candidate once): a bit per slot, and the slots whose bit is set, to clear them. (A
+    /// 4-byte sighting number beside each slot's site did the same for 4 bytes per windowed
+    /// page instead of one bit.)
     #[serde(skip)]
     seen: Seen,
     #[serde(skip)]
@@ -575,7 +576,7 @@ impl NearIndex {
         let mut candidates = self.insert_record(slot, url, sketch, answers);
         self.mature_sample(slot, crawl_id, out);
         for (p, _, _) in &old {
-            if self.first_sight(*p) {
+            if self.seen.first(*p) {
                 candidates.push(*p);
             }
         }
@@ -785,16 +786,6 @@ impl NearIndex {
         }
     }
 
-    /// True the first time `slot` is seen since the last [`Self::new_sighting`].
-    fn first_sight(&mut self, slot: u32) -> bool {
-        self.seen.first(slot)
-    }
-
-    /// Starts a new round of [`Self::first_sight`].
-    fn new_sighting(&mut self) {
-        self.seen.clear();
-    }
-
     /// Looks up each of a new page's `keys` once: the band buckets sample the page's site for its
     /// boilerplate mask, and the pages found are its candidates (a band bucket of more than
     /// `max_bucket` pages with the new one gives its newest, a checksum bucket of
@@ -812,7 +803,8 @@ impl NearIndex {
         candidates: &mut Vec<u32>,
     ) -> (u128, bool) {
         let (lens, buckets) = (&answer.lens, &answer.buckets);
-        self.new_sighting();
+        // Each candidate once, among those of this filing.
+        self.seen.clear();
         let sampling = sketch.has_terms && self.cfg.policy.uses_bands();
         let mut sample = std::mem::take(&mut self.scratch);
         sample.clear();
