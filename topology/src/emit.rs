@@ -1,6 +1,6 @@
 //! Collecting the records a stage outputs: already keyed and serialized, ready for any sink.
 
-use neardup_schemas::{OutputEvent, OutputKind, SignatureEvent};
+use neardup_schemas::{ChangeSinceLast, OutputEvent, OutputKind, SignatureEvent};
 
 use crate::signed::ContentJson;
 
@@ -60,43 +60,13 @@ impl Emitter {
         debug_assert!(event.content.is_none(), "the content comes as JSON");
         event.event_id.clear();
         let change = event.change.take();
-        let mut value = Vec::with_capacity(512 + content.map_or(0, |c| c.get().len()));
-        serde_json::to_writer(&mut value, &event).expect("event serializes");
-        // `content` and `change` are the event's last fields, in that order: they go after the
-        // others, in place of the closing brace.
-        debug_assert_eq!(value.last(), Some(&b'}'));
-        value.pop();
-        if let Some(c) = content {
-            value.extend_from_slice(b",\"content\":");
-            value.extend_from_slice(c.get().as_bytes());
+        let mut value = signature_json(&event, content, change.as_ref());
+        // As `OutputEvent::to_record` does when the id cannot be spliced in (it always can:
+        // the id comes second): written again with it.
+        if let Err(id) = neardup_schemas::seal_json(&mut value) {
+            event.event_id = id;
+            value = signature_json(&event, content, change.as_ref());
         }
-        if let Some(ch) = &change {
-            value.extend_from_slice(b",\"change\":");
-            serde_json::to_writer(&mut value, ch).expect("event serializes");
-        }
-        value.push(b'}');
-        let value = match neardup_schemas::seal_json(&mut value) {
-            Ok(()) => value,
-            // Not met (the id comes second); serialized with the content parsed instead.
-            Err(_) => {
-                let content = content.map(|c| {
-                    serde_json::value::RawValue::from_string(c.get().to_owned())
-                        .expect("the content is JSON")
-                });
-                let event = SignatureEvent {
-                    schema: event.schema,
-                    event_id: event.event_id,
-                    url: event.url,
-                    fetched_at: event.fetched_at,
-                    crawl_id: event.crawl_id,
-                    status: event.status,
-                    params: event.params,
-                    content,
-                    change,
-                };
-                return self.emit(event);
-            }
-        };
         self.records.push(Emit {
             kind: OutputKind::Signatures,
             key: event.url,
@@ -118,4 +88,28 @@ impl Emitter {
     pub fn drain(&mut self) -> std::vec::Drain<'_, Emit> {
         self.records.drain(..)
     }
+}
+
+/// The JSON of the signature event `event` (its `content` and `change` `None`) with `content`
+/// and `change`, which are its last fields, in that order: written after the others, in place
+/// of the closing brace.
+fn signature_json(
+    event: &SignatureEvent,
+    content: Option<&ContentJson>,
+    change: Option<&ChangeSinceLast>,
+) -> Vec<u8> {
+    let mut value = Vec::with_capacity(512 + content.map_or(0, |c| c.get().len()));
+    serde_json::to_writer(&mut value, event).expect("event serializes");
+    debug_assert_eq!(value.last(), Some(&b'}'));
+    value.pop();
+    if let Some(c) = content {
+        value.extend_from_slice(b",\"content\":");
+        value.extend_from_slice(c.get().as_bytes());
+    }
+    if let Some(ch) = change {
+        value.extend_from_slice(b",\"change\":");
+        serde_json::to_writer(&mut value, ch).expect("event serializes");
+    }
+    value.push(b'}');
+    value
 }
