@@ -89,8 +89,8 @@ pub fn seal_json(value: &mut Vec<u8>) -> Result<(), String> {
     }
 }
 
-/// `v` as 32 lower-case hex digits.
-fn hex32(v: u128) -> [u8; 32] {
+/// `v` as 32 lower-case hex digits (as event ids and 128-bit hashes in events are written).
+pub fn hex32(v: u128) -> [u8; 32] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 32];
     for (i, d) in out.iter_mut().enumerate() {

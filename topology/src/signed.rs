@@ -258,8 +258,7 @@ impl Json {
     /// `v` as a string of 32 hex digits.
     fn hex128(&mut self, v: u128) {
         self.0.push(b'"');
-        self.hex_digits((v >> 64) as u64, 16);
-        self.hex_digits(v as u64, 16);
+        self.0.extend_from_slice(&neardup_schemas::hex32(v));
         self.0.push(b'"');
     }
 
