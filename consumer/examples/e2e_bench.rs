@@ -27,9 +27,12 @@
 //!    group, as the first bare read is): records per second from its start to its exit.
 //! 4. **Latency**: a second, live run; the events (all, or the first `--latency-records`) are
 //!    produced at half the rate of step 3 (or `--latency-rate`), and each pair event's delay is
-//!    its broker timestamp minus the produce time of the page event that caused it (matched by
-//!    URL and `fetched_at`): median, p99 and max, over all of them and over the pages produced
-//!    after the first two seconds. The producer connects (with a record to another topic)
+//!    the time a consumer tailing the pairs topic receives it minus the produce time of the
+//!    page event that caused it (matched by URL and `fetched_at`): median, p99 and max, over all
+//!    of them and over the pages produced after the first two seconds. It is printed again to
+//!    the pair event's broker timestamp, which is its own produce time (tansu stamps no append
+//!    time): that leaves out neardup's producer linger, the produce request and the append,
+//!    which the delay to the consumer includes with the consumer's own fetch. The producer connects (with a record to another topic)
 //!    before the first timed record. `--latency-profile MS` also prints the worst delay of each
 //!    MS milliseconds of the run. `--latency-warm N` first feeds the live run the first N of
 //!    those records as fast as it takes them, untimed, and waits until it has signed them all,
@@ -432,12 +435,7 @@ fn neardup(
 /// seconds; after 34 records more, 21,396 of 21,400, while a consumer read all 21,400.
 fn settled(brokers: &str, topic: &str) -> i64 {
     let c: BaseConsumer = config(brokers).create().expect("consumer");
-    let parts = c
-        .fetch_metadata(Some(topic), Duration::from_secs(30))
-        .expect("metadata")
-        .topics()
-        .first()
-        .map_or(1, |t| t.partitions().len().max(1)) as i32;
+    let parts = partitions(&c, topic);
     let (mut last, mut since, start) = (-1, Instant::now(), Instant::now());
     loop {
         let held: i64 = (0..parts)
@@ -544,7 +542,7 @@ fn bucket_spread(
     )
 }
 
-/// Every record of `topic` as (broker timestamp, payload).
+/// Every record of `topic`, from all its partitions, as (broker timestamp, payload).
 fn read_all(brokers: &str, topic: &str) -> Vec<(i64, Vec<u8>)> {
     let c = from_beginning(config(brokers), topic, "reader");
     let mut out = vec![];
@@ -935,6 +933,15 @@ fn main() {
         );
     }
     let delays_before = (stages == ["all"]).then(|| record_delays(metrics_port));
+    // A downstream consumer of the pair events, reading them as they arrive: the broker
+    // timestamps of neardup's records are their produce times (tansu keeps a topic's
+    // `LogAppendTime` as `CreateTime`), before the producer's linger and the broker's append.
+    let stop_tail = Arc::new(AtomicBool::new(false));
+    let tailed = tail(
+        &brokers,
+        &format!("{}pairs", prefix("live")),
+        stop_tail.clone(),
+    );
     let produced = produce_to(&pages, &live_topic, timed, Some(half), live_partitions);
     if let Some(before) = delays_before {
         settled(&brokers, &format!("{}signatures", prefix("live")));
@@ -952,6 +959,8 @@ fn main() {
         }
         let _ = std::fs::remove_dir_all(checkpoint_dir(&format!("live-{stage}")));
     }
+    stop_tail.store(true, Ordering::Relaxed);
+    let received = tailed.join().expect("the tail thread");
     // The internal records' append times, one per page event, in input order.
     let mut indexed: Vec<i64> = vec![];
     if stages != ["all"] && live_partitions > 1 {
@@ -990,29 +999,42 @@ fn main() {
             }
         }
     }
-    // (produce time from the first page's, delay) of each pair event.
-    let mut by_time: Vec<(i64, i64)> = vec![];
-    // Split stages: the delay from the page's internal.indexed record to its pair event (both
-    // appended by the index stage).
-    let matched = indexed.len() == n;
-    let mut after_indexed: Vec<i64> = vec![];
-    for (ts, p) in read_all(&brokers, &format!("{}pairs", prefix("live"))) {
-        let v: serde_json::Value = serde_json::from_slice(&p).expect("pair event");
-        if v["state"] != "detected" {
-            continue;
-        }
-        let at = v["at"].as_str().unwrap_or("").to_owned();
-        for side in ["a", "b"] {
-            let key = (v[side].as_str().unwrap_or("").to_owned(), at.clone());
-            if let Some(&(t, i)) = sent.get(&key) {
-                by_time.push((t - produced[0], ts - t));
-                if matched {
-                    after_indexed.push(ts - indexed[i]);
+    // (produce time from the first page's, delay, input position) of each pair event in
+    // `records` (time, payload): its delay from the page event that caused it.
+    let delays_of = |records: &[(i64, Vec<u8>)]| -> Vec<(i64, i64, usize)> {
+        let mut out = vec![];
+        for (ts, p) in records {
+            let v: serde_json::Value = serde_json::from_slice(p).expect("pair event");
+            if v["state"] != "detected" {
+                continue;
+            }
+            let at = v["at"].as_str().unwrap_or("").to_owned();
+            for side in ["a", "b"] {
+                let key = (v[side].as_str().unwrap_or("").to_owned(), at.clone());
+                if let Some(&(t, i)) = sent.get(&key) {
+                    out.push((t - produced[0], ts - t, i));
+                    break;
                 }
-                break;
             }
         }
-    }
+        out
+    };
+    // Each pair event as the downstream consumer received it; and by its own produce time.
+    let by_time: Vec<(i64, i64)> = delays_of(&received)
+        .into_iter()
+        .map(|(t, d, _)| (t, d))
+        .collect();
+    let stamped = delays_of(&read_all(&brokers, &format!("{}pairs", prefix("live"))));
+    // Split stages: the delay from the page's internal.indexed record to its pair event (both
+    // produced by the index stage).
+    let mut after_indexed: Vec<i64> = if indexed.len() == n {
+        stamped
+            .iter()
+            .map(|&(t, d, i)| t + produced[0] + d - indexed[i])
+            .collect()
+    } else {
+        vec![]
+    };
     if let Some(ms) = latency_profile {
         // The worst delay of the pair events caused by the page events of each MS milliseconds.
         let mut worst: std::collections::BTreeMap<i64, (i64, usize)> = Default::default();
@@ -1042,7 +1064,7 @@ fn main() {
     let mut delays: Vec<i64> = by_time.iter().map(|&(_, d)| d).collect();
     delays.sort_unstable();
     println!(
-        "latency, page event produced -> pair event appended, at {half:.0} records/s over {} records: \
+        "latency, page event produced -> pair event received by a consumer of the pairs topic, at {half:.0} records/s over {} records: \
          {} pair events, {}",
         timed.len(),
         delays.len(),
@@ -1052,6 +1074,14 @@ fn main() {
         "  of which the pages produced after the first 2 s: {} pair events, {}",
         steady.len(),
         spread(&steady)
+    );
+    let mut own: Vec<i64> = stamped.iter().map(|&(_, d, _)| d).collect();
+    own.sort_unstable();
+    println!(
+        "  to the pair event's own produce time (its broker timestamp: before neardup's producer \
+         lingers, sends it and the broker appends it): {} pair events, {}",
+        own.len(),
+        spread(&own)
     );
     if echo {
         // Again after neardup's run: tansu, which keeps every topic in memory, grows slower
@@ -1168,7 +1198,7 @@ fn echo_baseline(
     };
     let (all, steady) = (delays(0), delays(2000));
     println!(
-        "echo baseline ({when} neardup's live run: the broker and client alone), page event produced -> record passed on appended, at {rate:.0} records/s over {n} records: {}; after the first 2 s: {}",
+        "echo baseline ({when} neardup's live run: the broker and client alone), page event produced -> record passed on (its produce time, as the broker stamps it), at {rate:.0} records/s over {n} records: {}; after the first 2 s: {}",
         spread(&all),
         spread(&steady),
     );
@@ -1344,9 +1374,69 @@ fn from_beginning(mut cfg: ClientConfig, topic: &str, group: &str) -> BaseConsum
         .set("enable.auto.commit", "false")
         .create()
         .expect("consumer");
+    // Every partition: the output topics the broker creates on first use have its default
+    // number of them (tansu: 4), not the input's one.
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)
-        .expect("tpl");
+    for p in 0..partitions(&c, topic) {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("tpl");
+    }
     c.assign(&tpl).expect("assign");
     c
+}
+
+/// The number of partitions of `topic` (at least 1: a missing topic is read as one partition,
+/// which the broker may create on first use).
+fn partitions(c: &BaseConsumer, topic: &str) -> i32 {
+    c.fetch_metadata(Some(topic), Duration::from_secs(30))
+        .expect("metadata")
+        .topics()
+        .first()
+        .map_or(1, |t| t.partitions().len().max(1)) as i32
+}
+
+/// Reads every partition of `topic` from its beginning on a thread of its own, as a downstream
+/// consumer would, until `stop` is set and three seconds pass without a record: each record
+/// with the wall-clock time (ms since the epoch) it reached this consumer. It waits for the
+/// topic to exist (the broker creates it with neardup's first record of it).
+fn tail(
+    brokers: &str,
+    topic: &str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(i64, Vec<u8>)>> {
+    let (brokers, topic) = (brokers.to_owned(), topic.to_owned());
+    std::thread::spawn(move || {
+        let probe: BaseConsumer = config(&brokers).create().expect("consumer");
+        let exists = || {
+            probe
+                .fetch_metadata(Some(&topic), Duration::from_secs(30))
+                .ok()
+                .and_then(|m| m.topics().first().map(|t| !t.partitions().is_empty()))
+                .unwrap_or(false)
+        };
+        while !exists() {
+            if stop.load(Ordering::Relaxed) {
+                return vec![];
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // As neardup reads: a fetch held at most 10 ms when the broker has nothing new.
+        let mut cfg = config(&brokers);
+        cfg.set("fetch.wait.max.ms", "10");
+        let c = from_beginning(cfg, &topic, "tail");
+        let mut out = vec![];
+        let mut last = Instant::now();
+        while !stop.load(Ordering::Relaxed) || last.elapsed() < Duration::from_secs(3) {
+            if let Some(m) = c.poll(Duration::from_millis(100)) {
+                let m = m.expect("read");
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .expect("clock")
+                    .as_millis() as i64;
+                out.push((now, m.payload().unwrap_or(&[]).to_vec()));
+                last = Instant::now();
+            }
+        }
+        out
+    })
 }
