@@ -4,9 +4,11 @@
 # speed and bytes per windowed page, pair quality against the crawl's ground truth, the replay
 # rate, and, against a broker, neardup run's rate against a bare read of the same topic (one
 # assigned the partition, and one that joins a new consumer group as neardup does; neardup
-# run --assign, reading alone without a group, against the first), its latency (from a cold
-# start, and in steady state once a first round has filled the window, beside a consumer that
-# only passes each record on at the same rate: the broker's own delay) and its peak memory.
+# run --assign, reading alone without a group, against the first, in three rounds), its latency
+# to a consumer's receipt of each pair event (from a cold start, after the throughput runs and
+# again on a restarted broker, and in steady state once a first round has filled the window,
+# beside a consumer that only passes each record on at the same rate: the broker's own delay)
+# and its peak memory.
 # Every figure comes from a benchmark of its own (sign_bench, index_bench, neardup replay +
 # neardup eval, e2e_bench); their whole outputs are kept in OUT.
 #
@@ -26,7 +28,7 @@
 #                 fresh one gives the figures the README quotes); --no-broker skips them
 #
 # The machine is shared and noisy: compare figures of one run with each other (the ratios),
-# not absolute rates across runs. On the medium crawl with a broker it takes about 9 minutes
+# not absolute rates across runs. On the medium crawl with a broker it takes about 11 minutes
 # once built (the first release build takes several more).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -165,6 +167,26 @@ if [ "$NO_BROKER" = 0 ]; then
   row "page event -> pair event received by a consumer, at half the start-to-exit rate" "$LAT" "p99 < 100 ms (issue 7)" "$(verdict "$P99" "<" 100)"
   row "  the same to the pair event's own produce time (before neardup's producer sends it)" "${OWN:-not measured}" "-" "-"
   row "neardup run: peak resident memory" "$PEAK" "-" "-"
+  # `fresh NAME ARGS...`: e2e_bench with ARGS into OUT/NAME.txt, on a broker restarted for it
+  # when this script started it (tansu keeps every topic in memory and slows as it holds more:
+  # the first e2e_bench's latency run comes after its load, bare reads and five runs).
+  fresh() {
+    local name=$1; shift
+    if [ "$STARTED_BROKER" = 1 ]; then
+      tests/kafka-test-broker.sh stop
+      BROKERS=$(tests/kafka-test-broker.sh start)
+    fi
+    bench "$name" "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" "$@"
+  }
+  # From a cold start again, at the same rate, on a restarted broker.
+  COLD_HALF=$(awk -v r="$RUN_RATE" 'BEGIN {if (r > 0) printf "%.0f", r / 2}')
+  if [ -n "$COLD_HALF" ]; then
+    echo "== cold start on a restarted broker: e2e_bench --latency-only at $COLD_HALF records/s"
+    fresh e2e_bench_cold --latency-only --latency-rate "$COLD_HALF"
+    latency "$OUT/e2e_bench_cold.txt"
+    row "the same on a restarted broker (holding nothing else)" "$LAT" "p99 < 100 ms (issue 7)" "$(verdict "$P99" "<" 100)"
+    row "  the same to the pair event's own produce time" "${OWN:-not measured}" "-" "-"
+  fi
   # In steady state: the crawl's first round fed untimed (the window filled, the sign cache
   # warm), then the later rounds at half the first-output-to-last rate, on a fresh broker when
   # this script started it.
@@ -179,12 +201,7 @@ print(r[0]["events"] if len(r) > 1 else "")' "$TRUTH" 2>/dev/null || true)
   # that only passes each record on) into OUT/NAME.txt: the first round untimed, the rest at
   # HALF records/s, on a broker restarted for it when this script started it.
   steady() {
-    if [ "$STARTED_BROKER" = 1 ]; then
-      tests/kafka-test-broker.sh stop
-      BROKERS=$(tests/kafka-test-broker.sh start)
-    fi
-    bench "$1" "$BIN/examples/e2e_bench" --brokers "$BROKERS" --events "$EVENTS" \
-      "$2" --latency-rate "$HALF" --latency-warm "$WARM"
+    fresh "$1" "$2" --latency-rate "$HALF" --latency-warm "$WARM"
   }
   if [ -n "$WARM" ] && [ -n "$HALF" ]; then
     echo "== steady state: e2e_bench --latency-only, the first round ($WARM records) untimed, the rest at $HALF records/s"
