@@ -34,8 +34,8 @@
 //!    of them and over the pages produced after the first two seconds. It is printed again to
 //!    the pair event's broker timestamp, which is its own produce time (tansu stamps no append
 //!    time): that leaves out neardup's producer linger, the produce request and the append,
-//!    which the delay to the consumer includes with the consumer's own fetch. The producer connects (with a record to another topic)
-//!    before the first timed record. `--latency-profile MS` also prints the worst delay of each
+//!    which the delay to the consumer includes with the consumer's own fetch. The producer
+//!    connects (with a record to another topic) before the first timed record. `--latency-profile MS` also prints the worst delay of each
 //!    MS milliseconds of the run. `--latency-warm N` first feeds the live run the first N of
 //!    those records as fast as it takes them, untimed, and waits until it has signed them all,
 //!    so that the timed records meet a running deployment (its window filled, its sign cache
