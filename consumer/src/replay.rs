@@ -14,7 +14,7 @@
 
 use crate::buffers::Buffers;
 use crate::warc::WarcPage;
-use crate::workers::take_jobs;
+use crate::workers::{preparing_threads, take_jobs};
 use anyhow::{Context, Result};
 use neardup_schemas::{DeadLetterReason, OutputKind, Source};
 use neardup_topology::sign_cache::SignCache;
@@ -321,10 +321,9 @@ enum Input {
 /// One replay in progress: the topology and the output files.
 ///
 /// Decoding and signing, most of the work, run on every core: on one thread per core and one
-/// more (as in `neardup run`; the replay of the medium crawl took 6.10-6.21 s against
-/// 6.29-6.46 s with one per core, three alternations), with one [`Preparer`] each, that take
-/// the next record as soon as they are free (a page to sign costs some twenty times one the
-/// sign cache knows). This thread reads the input, hands each record to them and applies the
+/// more, as in `neardup run` (`workers::preparing_threads`), with one [`Preparer`] each, that
+/// take the next record as soon as they are free (a page to sign costs some twenty times one
+/// the sign cache knows). This thread reads the input, hands each record to them and applies the
 /// results to the one topology in input order while they prepare the records after it, so the
 /// outputs are those of a sequential replay.
 pub struct Replayer {
@@ -356,7 +355,7 @@ impl Replayer {
         let sink = FileSink::create(out_dir)?;
         let (jobs, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
-        let threads = (0..cores + 1)
+        let threads = (0..preparing_threads())
             .map(|i| {
                 let mut preparer = Preparer::with_cache(&cfg, Arc::clone(&sign_cache));
                 let max_body = cfg.decode.max_body_bytes;

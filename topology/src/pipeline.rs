@@ -769,7 +769,8 @@ impl Topology {
             content: None,
             change,
         };
-        (self.emitter).emit_signature(event, signed.as_ref().map(|sg| &sg.content));
+        self.emitter
+            .emit_signature(event, signed.as_ref().map(|sg| &sg.content));
         if downstream && confirmed {
             self.renew_downstream(&page.url, at_ms);
         } else if downstream && !inconclusive {

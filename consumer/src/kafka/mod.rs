@@ -34,7 +34,7 @@
 use crate::cli::Stage;
 use crate::http::ClusterQuery;
 use crate::telemetry::Health;
-use crate::workers::take_jobs;
+use crate::workers::{preparing_threads, take_jobs};
 use anyhow::{anyhow, Context as _, Result};
 use metrics::histogram;
 use neardup_schemas::Source;
@@ -218,21 +218,14 @@ struct PreparePool {
 }
 
 impl PreparePool {
-    /// One thread per core and one more, sharing `cache`.
-    ///
-    /// The extra thread keeps the cores busy while a preparing thread waits for its next record
-    /// or hands its result over, and while the run loop and librdkafka's threads sleep. Against
-    /// the test broker on this machine's two cores (`neardup run --assign`, the medium crawl,
-    /// three rounds of the three counts in turn), three threads read the stream in 9.60-9.91 s
-    /// where two took 10.06-10.28 s, and four 9.68-10.09 s.
+    /// [`preparing_threads`] threads (one per core and one more), sharing `cache`.
     ///
     /// The threads take records from one queue, each the next one as soon as it is free: a
     /// page to sign costs some twenty times a page the sign cache knows, and records handed
     /// out in turn would leave one thread idle while another has signing queued, holding up
     /// every record applied after its own.
     fn new(cfg: &neardup_topology::Config, stage: Stage, cache: &Arc<SignCache>) -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = cores + 1;
+        let threads = preparing_threads();
         let (jobs, rx) = std::sync::mpsc::channel::<PrepareJob>();
         let rx = Arc::new(std::sync::Mutex::new(rx));
         for i in 0..threads {
