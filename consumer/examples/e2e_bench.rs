@@ -1039,9 +1039,9 @@ fn main() {
             }
         }
     }
-    // (produce time from the first page's, delay, input position) of each pair event in
-    // `records` (time, payload): its delay from the page event that caused it.
-    let delays_of = |records: &[(i64, Vec<u8>)]| -> Vec<(i64, i64, usize)> {
+    // (the causing page event's produce time, the pair event's time, the page's input
+    // position) of each pair event in `records` (time, payload).
+    let pair_times = |records: &[(i64, Vec<u8>)]| -> Vec<(i64, i64, usize)> {
         let mut out = vec![];
         for (ts, p) in records {
             let v: serde_json::Value = serde_json::from_slice(p).expect("pair event");
@@ -1052,7 +1052,7 @@ fn main() {
             for side in ["a", "b"] {
                 let key = (v[side].as_str().unwrap_or("").to_owned(), at.clone());
                 if let Some(&(t, i)) = sent.get(&key) {
-                    out.push((t - produced[0], ts - t, i));
+                    out.push((t, *ts, i));
                     break;
                 }
             }
@@ -1060,18 +1060,16 @@ fn main() {
         out
     };
     // Each pair event as the downstream consumer received it; and by its own produce time.
-    let by_time: Vec<(i64, i64)> = delays_of(&received)
+    // (produce time from the first page's, delay) of each pair event received.
+    let by_time: Vec<(i64, i64)> = pair_times(&received)
         .into_iter()
-        .map(|(t, d, _)| (t, d))
+        .map(|(t, ts, _)| (t - produced[0], ts - t))
         .collect();
-    let stamped = delays_of(&read_all(&brokers, &format!("{}pairs", prefix("live"))));
+    let stamped = pair_times(&read_all(&brokers, &format!("{}pairs", prefix("live"))));
     // Split stages: the delay from the page's internal.indexed record to its pair event (both
     // produced by the index stage).
     let mut after_indexed: Vec<i64> = if indexed.len() == n {
-        stamped
-            .iter()
-            .map(|&(t, d, i)| t + produced[0] + d - indexed[i])
-            .collect()
+        stamped.iter().map(|&(_, ts, i)| ts - indexed[i]).collect()
     } else {
         vec![]
     };
@@ -1115,7 +1113,7 @@ fn main() {
         steady.len(),
         spread(&steady)
     );
-    let mut own: Vec<i64> = stamped.iter().map(|&(_, d, _)| d).collect();
+    let mut own: Vec<i64> = stamped.iter().map(|&(t, ts, _)| ts - t).collect();
     own.sort_unstable();
     println!(
         "  to the pair event's own produce time (its broker timestamp: before neardup's producer \
