@@ -9,7 +9,7 @@
 //!     [--latency-warm N] [--latency-only] [--latency-from-first-output] \
 //!     [--bare-x KEY=VALUE]... [--produce-x KEY=VALUE]... [--bare-only] [--split-latency] \
 //!     [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--echo-only] \
-//!     [--checkpoints INTERVAL] [--assign-rounds N] [-- NEARDUP_RUN_ARGS...]
+//!     [--checkpoints INTERVAL] [--assign-rounds N] [--broker-pid PID] [-- NEARDUP_RUN_ARGS...]
 //! ```
 //!
 //! 1. **Load**: the events file is produced to a fresh one-partition topic (one record per line).
@@ -26,7 +26,12 @@
 //!    Then it runs again with `--assign` (every partition assigned at start, outside the
 //!    group, as the first bare read is): records per second from its start to its exit, in
 //!    `--assign-rounds` rounds (3), each against a bare read just before it (the first
-//!    round's, the one above); the median round's share is the figure.
+//!    round's, the one above); the median round's share is the figure. With `--broker-pid PID`
+//!    (a broker on this machine, as process PID), each round also gives the broker's CPU time
+//!    during its bare read and during neardup's run, beside neardup's own, and the median
+//!    round its CPU budget: the two processes' CPU time spread over every core is the least
+//!    time the run could take, however well they overlapped, and so bounds the share from
+//!    above.
 //! 4. **Latency**: a second, live run; the events (all, or the first `--latency-records`) are
 //!    produced at half the rate of step 3 (or `--latency-rate`), and each pair event's delay is
 //!    the time a consumer tailing the pairs topic receives it minus the produce time of the
@@ -391,17 +396,8 @@ fn neardup(
                 peak = peak.max(v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0));
             }
         }
-        // utime + stime (fields 14 and 15, after the parenthesised command name).
-        if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            if let Some((_, rest)) = s.rsplit_once(')') {
-                let f: Vec<u64> = rest
-                    .split_whitespace()
-                    .skip(11)
-                    .take(2)
-                    .filter_map(|v| v.parse().ok())
-                    .collect();
-                cpu_ticks = cpu_ticks.max(f.iter().sum());
-            }
+        if let Some(ticks) = cpu_ticks_of(pid) {
+            cpu_ticks = cpu_ticks.max(ticks);
         }
         if let Some(status) = child.try_wait().expect("wait") {
             break status;
@@ -425,8 +421,47 @@ fn neardup(
         "neardup run {} failed ({status}):\n{err}",
         extra.join(" ")
     );
-    // Clock ticks of 1/100 s (USER_HZ on Linux).
-    (secs, peak, err, cpu_ticks as f64 / 100.0)
+    (secs, peak, err, cpu_ticks as f64 / TICKS_PER_SECOND)
+}
+
+/// The CPU time of an `--assign` round, in seconds, with `--broker-pid`.
+#[derive(Clone, Copy)]
+struct Budget {
+    /// neardup's (user + system), as last sampled, at most 50 ms before its exit.
+    neardup: f64,
+    /// The broker's during neardup's run.
+    broker: f64,
+    /// The broker's during the bare read the round compares the run with.
+    bare_broker: f64,
+}
+
+/// Linux counts a process's CPU time in `/proc/PID/stat` in ticks of 1/100 s (USER_HZ).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// The CPU time process `pid` has used so far, all its threads, user + system, in clock ticks
+/// (fields 14 and 15 of `/proc/PID/stat`, after the parenthesised command name); `None` when
+/// it cannot be read (no such process, or not Linux).
+fn cpu_ticks_of(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = s.rsplit_once(')')?;
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    (f.len() == 2).then(|| f.iter().sum())
+}
+
+/// With `--broker-pid`: the broker's CPU time while `f` runs, in seconds, beside what `f` gives.
+fn with_broker_cpu<T>(broker: Option<u32>, f: impl FnOnce() -> T) -> (T, Option<f64>) {
+    let before = broker.and_then(cpu_ticks_of);
+    let out = f();
+    let after = broker.and_then(cpu_ticks_of);
+    let cpu = before
+        .zip(after)
+        .map(|(b, a)| a.saturating_sub(b) as f64 / TICKS_PER_SECOND);
+    (out, cpu)
 }
 
 /// Waits until `topic` has records and has taken no new one for two seconds; returns how many
@@ -598,7 +633,7 @@ const USAGE: &str = "usage: e2e_bench --brokers HOST:PORT --events EVENTS.jsonl 
      [--produce-x KEY=VALUE]... [--bare-only] [--split-latency] [--split-stages] \
      [--split-side-by-side] [--scale-out] \
      [--live-stages S,S] [--live-partitions N] [--echo-baseline] [--echo-only] \
-     [--checkpoints INTERVAL] [--assign-rounds N] [-- NEARDUP_RUN_ARGS...]\n\
+     [--checkpoints INTERVAL] [--assign-rounds N] [--broker-pid PID] [-- NEARDUP_RUN_ARGS...]\n\
      EVENTS.jsonl: make_crawl.py's events file; the broker: tests/kafka-test-broker.sh start \
      (see the comment at the top of consumer/examples/e2e_bench.rs)";
 
@@ -689,6 +724,9 @@ fn main() {
         let t = echo_topic(when);
         names.extend([warm_up_topic(&t), format!("{t}.out"), t]);
     }
+    // `--broker-pid PID`: the broker runs on this machine as process PID; each `--assign`
+    // round then reports its CPU time beside neardup's.
+    let broker_pid: Option<u32> = number(&args, "--broker-pid");
     // `--assign-rounds N` (3 by default): the `--assign` run, each after a bare read of its own.
     let assign_rounds: usize = flag(&args, "--assign-rounds").map_or(3, |n| {
         n.parse()
@@ -769,11 +807,16 @@ fn main() {
             t0.elapsed().as_secs_f64()
         );
 
-        let (bare, _) = bare_read(&brokers, &topic, lines.len(), &bare_x);
+        let ((bare, _), bare_broker) = with_broker_cpu(broker_pid, || {
+            bare_read(&brokers, &topic, lines.len(), &bare_x)
+        });
         println!(
             "bare rdkafka consumer: {bare:.0} records/s ({:.1} MB/s)",
             bare * mb / lines.len() as f64
         );
+        if let Some(cpu) = bare_broker {
+            println!("  the broker's CPU time during the bare read: {cpu:.2} s");
+        }
         let bare_group = bare_group_read(&brokers, &topic, lines.len(), &bare_x);
         println!(
             "bare read in a new consumer group (joining it as neardup does; creation to last record): {bare_group:.0} records/s"
@@ -821,12 +864,15 @@ fn main() {
         // shared with this machine's other work and slows as it holds more, so each round
         // pairs a run with a bare read just before it (the first round, the one above), and
         // the median of the rounds' shares is the figure.
-        let mut shares: Vec<(f64, f64, f64, f64)> = vec![];
+        let mut shares: Vec<(f64, f64, f64, f64, Option<Budget>)> = vec![];
         for round in 0..assign_rounds {
-            let bare = if round == 0 {
-                bare
+            let (bare, bare_broker) = if round == 0 {
+                (bare, bare_broker)
             } else {
-                bare_read(&brokers, &topic, lines.len(), &bare_x).0
+                let ((bare, _), cpu) = with_broker_cpu(broker_pid, || {
+                    bare_read(&brokers, &topic, lines.len(), &bare_x)
+                });
+                (bare, cpu)
             };
             let run = assign_run(round);
             let assign_checkpoints = checkpoint_args(&run);
@@ -835,24 +881,51 @@ fn main() {
                 .chain(passed.iter().copied())
                 .chain(assign_checkpoints.iter().map(String::as_str))
                 .collect();
-            let (assign_secs, _, assign_err, _) =
-                neardup(&brokers, &topic, &prefix(&run), &assign_args, None);
+            let ((assign_secs, _, assign_err, assign_cpu), run_broker) =
+                with_broker_cpu(broker_pid, || {
+                    neardup(&brokers, &topic, &prefix(&run), &assign_args, None)
+                });
             report_checkpoints("neardup run --assign", &assign_err);
             let _ = std::fs::remove_dir_all(checkpoint_dir(&run));
             let alone = lines.len() as f64 / assign_secs;
+            let budget = run_broker
+                .zip(bare_broker)
+                .map(|(broker, bare_broker)| Budget {
+                    neardup: assign_cpu,
+                    broker,
+                    bare_broker,
+                });
             println!(
-                "  round {}: bare read {bare:.0} records/s, neardup run --assign {alone:.0} records/s ({assign_secs:.1} s) = {:.1} %",
+                "  round {}: bare read {bare:.0} records/s, neardup run --assign {alone:.0} records/s ({assign_secs:.1} s) = {:.1} %{}",
                 round + 1,
-                100.0 * alone / bare
+                100.0 * alone / bare,
+                budget.map_or(String::new(), |b| format!(
+                    "; CPU time: neardup {:.1} s, the broker {:.1} s (in the bare read {:.1} s)",
+                    b.neardup, b.broker, b.bare_broker
+                ))
             );
-            shares.push((alone / bare, alone, bare, assign_secs));
+            shares.push((alone / bare, alone, bare, assign_secs, budget));
         }
         shares.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (share, alone, bare, assign_secs) = shares[shares.len() / 2];
+        let (share, alone, bare, assign_secs, budget) = shares[shares.len() / 2];
         println!(
             "neardup run --assign (reading alone, without a group join), start to exit: {alone:.0} records/s = {:.1} % of the bare read ({assign_secs:.1} s; the median round of {assign_rounds}, against its bare read of {bare:.0} records/s)",
             100.0 * share
         );
+        if let Some(b) = budget {
+            // Both processes share this machine's cores: however well they overlapped, the
+            // run could not take less than their CPU time spread over every core.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+            let floor = (b.neardup + b.broker) / cores;
+            println!(
+                "CPU budget of that round: neardup {:.1} s + the broker {:.1} s = {:.1} s of CPU time on {cores} cores, so the run takes at least {floor:.1} s: at most {:.1} % of the bare read with this CPU time (the bare read: the broker {:.1} s)",
+                b.neardup,
+                b.broker,
+                b.neardup + b.broker,
+                100.0 * (lines.len() as f64 / floor) / bare,
+                b.bare_broker
+            );
+        }
         println!(
             "peak resident memory {:.0} MiB; {:.0} pages in the window at the end: {:.1} KiB per windowed page (all state and buffers; at this size mostly fixed costs: what the state takes per page, checkpoint_bench counts)",
             peak_kib as f64 / 1024.0,
