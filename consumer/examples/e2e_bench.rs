@@ -40,8 +40,8 @@
 //!    the pair event's broker timestamp, which is its own produce time (tansu stamps no append
 //!    time): that leaves out neardup's producer linger, the produce request and the append,
 //!    which the delay to the consumer includes with the consumer's own fetch. The producer
-//!    connects (with a record to another topic) before the first timed record. `--latency-profile MS` also prints the worst delay of each
-//!    MS milliseconds of the run. `--latency-warm N` first feeds the live run the first N of
+//!    connects (with a record to another topic) before the first timed record.
+//!    `--latency-profile MS` also prints the worst delay of each MS milliseconds of the run. `--latency-warm N` first feeds the live run the first N of
 //!    those records as fast as it takes them, untimed, and waits until it has signed them all,
 //!    so that the timed records meet a running deployment (its window filled, its sign cache
 //!    warm) rather than a fresh one: with N the crawl's first round, the timed records are its
@@ -864,7 +864,8 @@ fn main() {
         // shared with this machine's other work and slows as it holds more, so each round
         // pairs a run with a bare read just before it (the first round, the one above), and
         // the median of the rounds' shares is the figure.
-        let mut shares: Vec<(f64, f64, f64, f64, Option<Budget>)> = vec![];
+        // (neardup's rate, the bare read's, neardup's seconds, the CPU time) of each round.
+        let mut rounds: Vec<(f64, f64, f64, Option<Budget>)> = vec![];
         for round in 0..assign_rounds {
             let (bare, bare_broker) = if round == 0 {
                 (bare, bare_broker)
@@ -904,13 +905,13 @@ fn main() {
                     b.neardup, b.broker, b.bare_broker
                 ))
             );
-            shares.push((alone / bare, alone, bare, assign_secs, budget));
+            rounds.push((alone, bare, assign_secs, budget));
         }
-        shares.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (share, alone, bare, assign_secs, budget) = shares[shares.len() / 2];
+        rounds.sort_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
+        let (alone, bare, assign_secs, budget) = rounds[rounds.len() / 2];
         println!(
             "neardup run --assign (reading alone, without a group join), start to exit: {alone:.0} records/s = {:.1} % of the bare read ({assign_secs:.1} s; the median round of {assign_rounds}, against its bare read of {bare:.0} records/s)",
-            100.0 * share
+            100.0 * alone / bare
         );
         if let Some(b) = budget {
             // Both processes share this machine's cores: however well they overlapped, the

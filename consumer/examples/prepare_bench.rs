@@ -16,6 +16,9 @@
 //! whole pass's: what the records cost neardup before the index, the clusters and the Kafka
 //! clients add theirs.
 
+#[path = "../../topology/benches/common/events.rs"]
+mod events_file;
+
 use cpu_time::ThreadTime;
 use neardup::duration::parse_size;
 use neardup_topology::sign_cache::SignCache;
@@ -93,8 +96,9 @@ fn main() {
         i += 1;
     }
     let path = path.unwrap_or_else(|| fail("EVENTS.jsonl is required"));
-    let file = std::fs::File::open(&path).unwrap_or_else(|e| fail(&format!("{path}: {e}")));
-    let lines: Vec<Vec<u8>> = std::io::BufReader::new(file)
+    let file =
+        events_file::open(&path).unwrap_or_else(|e| fail(&format!("cannot open {path}: {e}")));
+    let lines: Vec<Vec<u8>> = file
         .split(b'\n')
         .map(|l| l.unwrap_or_else(|e| fail(&format!("{path}: {e}"))))
         .filter(|l| !l.is_empty())
