@@ -708,6 +708,54 @@ async fn run_produces_exactly_the_replay_outputs() {
     );
 }
 
+/// The outputs of a backlog go to a producer that batches longer, those of fresh records to
+/// one that does not (`kafka::pace`); the lane changes every few records here, as the input's
+/// timestamps alternate between a minute ago and a minute ahead, and every topic still holds
+/// exactly the replay's records in the replay's order (the producer left is flushed before the
+/// other takes over: without it, the fast lane's records overtook the bulk lane's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_keep_their_order_when_the_input_swings_between_backlog_and_fresh() {
+    let s = Setup::new("lanes").await;
+    let sample = sample_crawl(&SampleOptions::default());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let producer: FutureProducer = s.config().create().unwrap();
+    let mut deliveries = vec![];
+    for (i, r) in sample.records.iter().enumerate() {
+        let stamp = if (i / 7) % 2 == 0 {
+            now - 60_000
+        } else {
+            now + 60_000
+        };
+        let key = record_key(r);
+        let record = FutureRecord::to(&s.input)
+            .key(&key)
+            .payload(r)
+            .timestamp(stamp);
+        deliveries.push(producer.send_result(record).map_err(|(e, _)| e).unwrap());
+    }
+    for d in deliveries {
+        d.await.unwrap().map_err(|(e, _)| e).unwrap();
+    }
+    let log = std::env::temp_dir().join(format!("neardup-lanes-{}.log", std::process::id()));
+    let mut child = s.spawn_logged(&["--exit-at-end"], &log);
+    let text = finish_logged(&mut child, &log, true);
+    let switches = text.matches("outputs are batched longer").count()
+        + text.matches("outputs are sent promptly again").count();
+    assert!(
+        switches >= sample.records.len() / 7 - 1,
+        "the lane changed {switches} times for {} records in runs of 7:\n{text}",
+        sample.records.len()
+    );
+    let got = s.read_outputs();
+    let want = s.oracle(&sample);
+    for kind in OutputKind::ALL {
+        assert_same(kind, &got[&kind], &want[&kind]);
+    }
+}
+
 /// A run with `--exit-at-end` stops once its input is read, whatever its commit interval: it
 /// looked for the end only when it committed, so with `--commit-interval 1h` it sat at the end
 /// of its input for the hour. The final commit still happens, at the input's end.

@@ -22,7 +22,8 @@ use tracing::{info, warn};
 /// stop applying that partition's records.
 pub struct RunContext {
     pub(super) health: Arc<Health>,
-    pub(super) producer: Producer,
+    /// The run's producers (`kafka::pace`): each is flushed before partitions are released.
+    pub(super) producers: Vec<Producer>,
     /// Per input partition, the offset after the last record applied (kept by the run loop).
     pub(super) applied: Arc<std::sync::Mutex<BTreeMap<i32, i64>>>,
     /// Partitions revoked since the run loop last looked.
@@ -188,7 +189,12 @@ impl ConsumerContext for RunContext {
             }
         }
         info!(partitions = ?partitions(tpl), lost, "releasing partitions: flushing their outputs, then committing");
-        match rdkafka::producer::Producer::flush(&self.producer, self.flush_timeout) {
+        let deadline = std::time::Instant::now() + self.flush_timeout;
+        let flushed = self.producers.iter().try_for_each(|p| {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            rdkafka::producer::Producer::flush(p, left)
+        });
+        match flushed {
             // Lost partitions (the session expired: the broker out of reach, or a stall) are
             // the group's to give away already: it would refuse the commit.
             Ok(()) if lost && offsets.count() > 0 => {

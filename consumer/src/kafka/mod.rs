@@ -53,6 +53,7 @@ mod context;
 mod dead_letters;
 mod offsets;
 mod options;
+mod pace;
 mod run;
 
 pub(crate) use context::Producer;

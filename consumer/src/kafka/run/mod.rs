@@ -8,6 +8,7 @@ use super::offsets::{
     all_at_end, commit, group_behind, restore_partitions, resume_offsets, take_revocations, Commit,
     Ownership,
 };
+use super::pace::{Lane, Pace};
 use super::{
     DeadLetterGuard, KafkaOptions, PreparePool, PrepareResult, Producer, Ready, RunContext,
     RunOutcome,
@@ -139,7 +140,7 @@ pub(super) struct Run {
     queries: mpsc::Receiver<ClusterQuery>,
     started: Instant,
     consumer: StreamConsumer<RunContext>,
-    producer: Producer,
+    producers: Producers,
     topics: BTreeMap<OutputKind, String>,
     hops: Hops,
     shared: Shared,
@@ -755,13 +756,14 @@ impl Run {
         self.guard
             .record(self.topo.stats().dead_letter_total() > dead_before)
             .map_err(|e| stopped(&e))?;
+        let producer = self.producers.for_record(stamp, self.opts.drain_timeout);
         let mut deliveries = Vec::with_capacity(self.out.len());
         for e in self.out.drain(..) {
-            deliveries.push(send(&self.producer, &self.topics[&e.kind], &e).await?);
+            deliveries.push(send(&producer, &self.topics[&e.kind], &e).await?);
         }
         if let Some((key, value)) = self.topo.take_indexed() {
             let (topic, partition) = self.next_stage(p);
-            deliveries.push(send_raw(&self.producer, topic, partition, &key, &value).await?);
+            deliveries.push(send_raw(&producer, topic, partition, &key, &value).await?);
         }
         self.sent((p, o, era), age, deliveries, payload);
         Ok(())
@@ -797,7 +799,10 @@ impl Run {
         self.guard
             .record(dead)
             .map_err(|e| anyhow!("{e} (stopped at {input}/{p} offset {o}, not committed)"))?;
-        let delivery = send_raw(&self.producer, topic, partition, &key, &value).await?;
+        let producer = self
+            .producers
+            .for_record(age.as_ref().map(|a| a.0), self.opts.drain_timeout);
+        let delivery = send_raw(&producer, topic, partition, &key, &value).await?;
         self.sent((p, o, era), age, vec![delivery], payload);
         Ok(())
     }
@@ -1029,6 +1034,55 @@ fn assignment(consumer: &StreamConsumer<RunContext>) -> Result<HashSet<i32>> {
 /// timestamp (ms), the record and what preparing it gave.
 type Buffered = (i64, u32, Option<i64>, Vec<u8>, Ready);
 
+/// The run's producers: the fast lane's, and the bulk lane's unless the user set `linger.ms`
+/// (the fast one then serves both); which one takes a record's outputs follows how far behind
+/// the input the stage is ([`super::pace`]).
+pub(super) struct Producers {
+    pub(super) fast: Producer,
+    bulk: Option<Producer>,
+    pace: Pace,
+}
+
+impl Producers {
+    pub(super) fn new(fast: Producer, bulk: Option<Producer>) -> Producers {
+        Producers {
+            fast,
+            bulk,
+            pace: Pace::default(),
+        }
+    }
+
+    /// The producer for the outputs of a record with Kafka timestamp `stamp` (ms). When the
+    /// lane changes, the producer left is flushed first, for at most `timeout`, so that the
+    /// outputs of one key stay in order.
+    fn for_record(&mut self, stamp: Option<i64>, timeout: Duration) -> Producer {
+        let Some(bulk) = &self.bulk else {
+            return self.fast.clone();
+        };
+        let (lane, switched) = self.pace.lane(stamp.map(millis_since));
+        let (now, left) = match lane {
+            Lane::Fast => (&self.fast, bulk),
+            Lane::Bulk => (bulk, &self.fast),
+        };
+        if switched {
+            let flushed =
+                tokio::task::block_in_place(|| rdkafka::producer::Producer::flush(left, timeout));
+            match lane {
+                Lane::Bulk => info!(
+                    "the input is a backlog (records over {} s old): outputs are batched longer",
+                    super::pace::ENTER_MS / 1000
+                ),
+                Lane::Fast => info!("caught up with the input: outputs are sent promptly again"),
+            }
+            if let Err(e) = flushed {
+                warn!(error = %e, "the outputs sent before the change did not all reach the broker in time; a key's outputs may arrive out of order");
+            }
+            counter!("neardup_output_lane_switches_total").increment(1);
+        }
+        now.clone()
+    }
+}
+
 /// Hands one record to the producer, waiting while its queue is full.
 async fn send(producer: &Producer, topic: &str, e: &Emit) -> Result<DeliveryFuture> {
     send_raw(producer, topic, None, &e.key, &e.value).await
@@ -1086,10 +1140,16 @@ async fn acknowledged(
 /// Seconds from `stamp` (a Kafka timestamp, ms since the epoch) to now, by this host's clock: 0
 /// for a timestamp ahead of it (another host's clock).
 fn seconds_since(stamp: i64) -> f64 {
+    millis_since(stamp).max(0) as f64 / 1000.0
+}
+
+/// Milliseconds from `stamp` (a Kafka timestamp, ms since the epoch) to now, by this host's
+/// clock (negative for a timestamp ahead of it).
+fn millis_since(stamp: i64) -> i64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    now.saturating_sub(stamp).max(0) as f64 / 1000.0
+    now.saturating_sub(stamp)
 }
 
 #[cfg(test)]

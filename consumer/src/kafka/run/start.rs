@@ -1,13 +1,14 @@
 //! Starting a run: the Kafka clients, the checkpoint, and the checks of the topics a stage needs
 //! before it joins its group.
 
-use super::{Checkpoints, Hops, Meters, Run, Shared, UpstreamWatch};
+use super::{Checkpoints, Hops, Meters, Producers, Run, Shared, UpstreamWatch};
 use crate::at_end::{EndWatch, Prober};
 use crate::buffers::Buffers;
 use crate::checkpoints::{Saver, Store};
 use crate::cli::Stage;
 use crate::http::ClusterQuery;
 use crate::kafka::offsets::Ownership;
+use crate::kafka::pace;
 use crate::kafka::{
     partition_count, DeadLetterGuard, KafkaOptions, PreparePool, Producer, ProducerLog, RunContext,
     FETCH_QUEUE_BACKOFF, METADATA_TIMEOUT,
@@ -83,7 +84,7 @@ impl Run {
             fatal: Arc::default(),
             throttle: Arc::default(),
         };
-        let (producer, consumer) = clients(&opts, &cfg, &health, &shared, merging)?;
+        let (producers, consumer) = clients(&opts, &cfg, &health, &shared, merging)?;
 
         let topics = opts.output_topics();
         let store = opts
@@ -152,7 +153,7 @@ impl Run {
         // Metadata that cannot be read at all (no broker yet) is left to the run loop, which
         // retries, and stops on what retrying cannot cure (rejected credentials).
         tokio::task::block_in_place(|| {
-            crate::topics::check_outputs(&consumer, &producer, &opts, topo.config())
+            crate::topics::check_outputs(&consumer, &producers.fast, &opts, topo.config())
         })?;
         // Only a stage that passed its checks joins the group: a member that joins and then
         // exits on an error can keep the group waiting for it (tansu kept the next instance of
@@ -241,7 +242,7 @@ impl Run {
             queries,
             started,
             consumer,
-            producer,
+            producers,
             topics,
             shared,
             topo,
@@ -279,7 +280,7 @@ fn clients(
     health: &Arc<Health>,
     shared: &Shared,
     merging: bool,
-) -> Result<(Producer, StreamConsumer<RunContext>)> {
+) -> Result<(Producers, StreamConsumer<RunContext>)> {
     let eof = if opts.exit_at_end || merging {
         "true"
     } else {
@@ -299,8 +300,8 @@ fn clients(
     };
     // An output over the topology's limit became a dead letter: the producer accepts the rest.
     let max_output_bytes = cfg.max_output_bytes.to_string();
-    let producer: Producer = opts
-        .client_config(&[
+    let make_producer = |linger: &str| -> Result<Producer> {
+        opts.client_config(&[
             ("message.max.bytes", &max_output_bytes),
             ("acks", "all"),
             // A split stage after another one is fed a few records at a time, and each small
@@ -308,11 +309,10 @@ fn clients(
             // the bench's medium stream spent 25-27 s of CPU, two thirds of the index stage's in
             // that thread; with 25 ms, 18-20 s (10 ms: 22 s; 50 ms: 17 s), for at most 25 ms
             // more per hop. The all-in-one process, fed in large batches, showed no difference
-            // and keeps 5 ms for its latency. `-X linger.ms` overrides either.
-            (
-                "linger.ms",
-                if opts.stage == Stage::All { "5" } else { "25" },
-            ),
+            // and keeps 5 ms for its latency. A second producer lingers ten times as long (at
+            // least 50 ms) for the outputs of a backlog (`kafka::pace`). `-X linger.ms` sets
+            // both, and one producer then serves both lanes.
+            ("linger.ms", linger),
             // The outputs are JSON, which LZ4 shrinks several times over for little CPU: the
             // broker receives, stores and serves a fraction of the bytes (on the bench's medium
             // stream against tansu, neardup's median rate rose from 9,903 to 10,892 records/s
@@ -327,7 +327,19 @@ fn clients(
             fatal: shared.fatal.clone(),
             stage: telemetry::current_stage(),
         })
-        .context("cannot create the Kafka producer (check --brokers and -X properties)")?;
+        .context("cannot create the Kafka producer (check --brokers and -X properties)")
+    };
+    let fast_linger: u32 = if opts.stage == Stage::All { 5 } else { 25 };
+    let fast = make_producer(&fast_linger.to_string())?;
+    // The user's `linger.ms` applies to both: one producer then serves both lanes.
+    let user_linger =
+        (opts.kafka.iter()).any(|(k, _)| k == "linger.ms" || k == "queue.buffering.max.ms");
+    let bulk = match user_linger {
+        true => None,
+        false => Some(make_producer(
+            &pace::bulk_linger_ms(fast_linger).to_string(),
+        )?),
+    };
     let consumer: StreamConsumer<RunContext> = opts
         .client_config(&[
             ("group.id", &opts.group),
@@ -355,7 +367,7 @@ fn clients(
         ])
         .create_with_context(RunContext {
             health: health.clone(),
-            producer: producer.clone(),
+            producers: std::iter::once(fast.clone()).chain(bulk.clone()).collect(),
             applied: shared.applied.clone(),
             revoked: shared.revoked.clone(),
             flush_timeout: opts.drain_timeout,
@@ -367,7 +379,7 @@ fn clients(
             handover_reader: std::sync::Mutex::new(Prober::new(opts)),
         })
         .context("cannot create the Kafka consumer (check --brokers and -X properties)")?;
-    Ok((producer, consumer))
+    Ok((Producers::new(fast, bulk), consumer))
 }
 
 /// The state in the checkpoint of `store` and the input offsets it reflects, if there is a
