@@ -5,10 +5,12 @@
 //! producer that lingers 5 ms sends one or more requests every 5 ms. While `neardup run` reads
 //! a backlog (a replay of a topic, a restart after an outage, the bench's throughput runs), its
 //! outputs wait in Kafka for seconds anyway, and batches of 50 ms cost them nothing that
-//! matters. Against the test broker on the bench's medium crawl, `linger.ms` 50 instead of 5
-//! took the broker's CPU time down by 1.2-1.9 s (of 11-13 s) and the run's time by about 5 %
-//! (README, "Batching while behind"). While the stage keeps up, 50 ms would be most of a pair
-//! event's delay, so the short linger stays there.
+//! matters. Against the test broker on the bench's medium crawl (`neardup run --assign`, runs
+//! alternated), `linger.ms` 50 instead of 5 took the broker's CPU time from 13.3 to 11.3 s and
+//! the run's time from 18.9 to 17.7 s (medians of five pairs), and this lane took the broker's
+//! 0.3-2.8 s down in each of nine pairs with the build before it (README, "Batching while
+//! behind"). While the stage keeps up, 50 ms would be most of a pair event's delay, so the
+//! short linger stays there.
 //!
 //! How far behind the stage is comes from each input record's Kafka timestamp, against this
 //! host's clock: at [`ENTER_MS`] or more the outputs go to the bulk producer, below
