@@ -51,7 +51,8 @@ pub(crate) struct Pace {
 
 impl Pace {
     /// The lane for the outputs of a record `age_ms` old (None: no timestamp), and whether it
-    /// differs from the last record's (the producer of that lane must be flushed first).
+    /// differs from the last record's (then the producer of the lane left must be flushed
+    /// first).
     pub(crate) fn lane(&mut self, age_ms: Option<i64>) -> (Lane, bool) {
         let next = match (self.lane, age_ms) {
             (_, None) => Lane::Fast,
