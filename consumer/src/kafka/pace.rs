@@ -1,5 +1,6 @@
-//! Which of `run`'s two producers takes a record's outputs: the one that lingers briefly while
-//! the stage keeps up with its input, the one that batches longer while it works off a backlog.
+//! Which of the all-in-one `run`'s two producers takes a record's outputs: the one that lingers
+//! briefly while it keeps up with its input, the one that batches longer while it works off a
+//! backlog. (A split stage keeps one producer: see `run::start::clients`.)
 //!
 //! Every produce request costs the broker a fixed amount besides the bytes it carries, and a
 //! producer that lingers 5 ms sends one or more requests every 5 ms. While `neardup run` reads
@@ -28,10 +29,9 @@ pub(crate) const ENTER_MS: i64 = 2_000;
 /// Below this age (ms), the stage has caught up.
 pub(crate) const LEAVE_MS: i64 = 500;
 
-/// The bulk producer's `linger.ms`, given the fast one's: ten times as long, at least 50 ms.
-pub(crate) fn bulk_linger_ms(fast: u32) -> u32 {
-    (10 * fast).max(50)
-}
+/// The bulk producer's `linger.ms` (the all-in-one process only: a split stage keeps one
+/// producer, see `run::start::clients`).
+pub(crate) const BULK_LINGER_MS: u32 = 50;
 
 /// Which producer takes the outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,13 +86,6 @@ mod tests {
         assert_eq!(p.lane(None), (Lane::Fast, true));
         // A clock behind the input's: negative ages are fresh.
         assert_eq!(p.lane(Some(-5_000)), (Lane::Fast, false));
-    }
-
-    #[test]
-    fn the_bulk_linger_is_ten_times_the_fast_one_and_at_least_50_ms() {
-        assert_eq!(bulk_linger_ms(5), 50);
-        assert_eq!(bulk_linger_ms(25), 250);
-        assert_eq!(bulk_linger_ms(0), 50);
     }
 
     proptest! {

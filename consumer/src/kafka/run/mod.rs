@@ -1034,8 +1034,8 @@ fn assignment(consumer: &StreamConsumer<RunContext>) -> Result<HashSet<i32>> {
 /// timestamp (ms), the record and what preparing it gave.
 type Buffered = (i64, u32, Option<i64>, Vec<u8>, Ready);
 
-/// The run's producers: the fast lane's, and the bulk lane's unless the user set `linger.ms`
-/// (the fast one then serves both); which one takes a record's outputs follows how far behind
+/// The run's producers: the fast lane's, and in the all-in-one process the bulk lane's unless
+/// the user set `linger.ms` (else the fast one serves both); which one takes a record's outputs follows how far behind
 /// the input the stage is ([`super::pace`]).
 pub(super) struct Producers {
     pub(super) fast: Producer,

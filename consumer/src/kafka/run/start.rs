@@ -309,9 +309,8 @@ fn clients(
             // the bench's medium stream spent 25-27 s of CPU, two thirds of the index stage's in
             // that thread; with 25 ms, 18-20 s (10 ms: 22 s; 50 ms: 17 s), for at most 25 ms
             // more per hop. The all-in-one process, fed in large batches, showed no difference
-            // and keeps 5 ms for its latency. A second producer lingers ten times as long (at
-            // least 50 ms) for the outputs of a backlog (`kafka::pace`). `-X linger.ms` sets
-            // both, and one producer then serves both lanes.
+            // and keeps 5 ms for its latency; a second one lingers 50 ms for the outputs of a
+            // backlog (`kafka::pace`). `-X linger.ms` sets one value for every producer.
             ("linger.ms", linger),
             // The outputs are JSON, which LZ4 shrinks several times over for little CPU: the
             // broker receives, stores and serves a fraction of the bytes (on the bench's medium
@@ -331,14 +330,16 @@ fn clients(
     };
     let fast_linger: u32 = if opts.stage == Stage::All { 5 } else { 25 };
     let fast = make_producer(&fast_linger.to_string())?;
-    // The user's `linger.ms` applies to both: one producer then serves both lanes.
+    // Only the all-in-one process batches a backlog's outputs longer: in the split topology
+    // the index stage and its key shards wait on each other's records (steps and answers), so
+    // a longer linger there is a longer wait on every hop (with 250 ms, two key shards did not
+    // finish the test stream in 60 s). The user's `linger.ms` applies to every producer: one
+    // then serves both lanes.
     let user_linger =
         (opts.kafka.iter()).any(|(k, _)| k == "linger.ms" || k == "queue.buffering.max.ms");
-    let bulk = match user_linger {
-        true => None,
-        false => Some(make_producer(
-            &pace::bulk_linger_ms(fast_linger).to_string(),
-        )?),
+    let bulk = match opts.stage == Stage::All && !user_linger {
+        true => Some(make_producer(&pace::BULK_LINGER_MS.to_string())?),
+        false => None,
     };
     let consumer: StreamConsumer<RunContext> = opts
         .client_config(&[
