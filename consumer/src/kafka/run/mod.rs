@@ -799,10 +799,8 @@ impl Run {
         self.guard
             .record(dead)
             .map_err(|e| anyhow!("{e} (stopped at {input}/{p} offset {o}, not committed)"))?;
-        let producer = self
-            .producers
-            .for_record(age.as_ref().map(|a| a.0), self.opts.drain_timeout);
-        let delivery = send_raw(&producer, topic, partition, &key, &value).await?;
+        // A split stage has one producer (`start::clients`).
+        let delivery = send_raw(&self.producers.fast, topic, partition, &key, &value).await?;
         self.sent((p, o, era), age, vec![delivery], payload);
         Ok(())
     }
@@ -1035,8 +1033,8 @@ fn assignment(consumer: &StreamConsumer<RunContext>) -> Result<HashSet<i32>> {
 type Buffered = (i64, u32, Option<i64>, Vec<u8>, Ready);
 
 /// The run's producers: the fast lane's, and in the all-in-one process the bulk lane's unless
-/// the user set `linger.ms` (else the fast one serves both); which one takes a record's outputs follows how far behind
-/// the input the stage is ([`super::pace`]).
+/// the user set `linger.ms` (else the fast one serves both); which one takes a record's
+/// outputs follows how far behind the input the stage is ([`super::pace`]).
 pub(super) struct Producers {
     pub(super) fast: Producer,
     bulk: Option<Producer>,
