@@ -106,6 +106,16 @@ pub async fn run(
     run.finish().await
 }
 
+/// How long a broker may hold a fetch that finds no new records: 25 ms (librdkafka's default is
+/// 500). Kafka answers a fetch as soon as it has a record, so there the setting costs nothing
+/// while records flow, and one fetch request per 25 ms and partition leader while the input is
+/// idle. tansu 0.6.0, the test broker, holds every fetch this long, records or not, and reads
+/// a partition by listing every batch it stores: a fetch costs it more the longer the topic
+/// grows, and with 10 ms (neardup's setting from the fifth to the fifty-third session) the
+/// bench's cold-start latency run on a slow machine saturated it, p99 1.3-10.7 s in five of
+/// five runs, against 0.6-1.1 s with 25 or 50 ms (README, "Fetch wait on the test broker").
+pub const FETCH_WAIT: (&str, &str) = ("fetch.wait.max.ms", "25");
+
 /// How long librdkafka waits before fetching again once its local queue is over
 /// `queued.max.messages.kbytes` (64 MB by default, 2,600 pages of 25 KB): 1 s by default, in
 /// which neardup drained the queue in half the time and then waited, empty, for the rest (on

@@ -11,7 +11,7 @@ use crate::kafka::offsets::Ownership;
 use crate::kafka::pace;
 use crate::kafka::{
     partition_count, DeadLetterGuard, KafkaOptions, PreparePool, Producer, ProducerLog, RunContext,
-    FETCH_QUEUE_BACKOFF, METADATA_TIMEOUT,
+    FETCH_QUEUE_BACKOFF, FETCH_WAIT, METADATA_TIMEOUT,
 };
 use crate::lease::Lease;
 use crate::merge::Merge;
@@ -351,12 +351,10 @@ fn clients(
             ("session.timeout.ms", "10000"),
             ("heartbeat.interval.ms", "1000"),
             ("statistics.interval.ms", "5000"),
-            // A broker may hold a fetch this long waiting for data: a bound on the latency
-            // added when records trickle in. Kafka answers at once when it has records, so the
-            // cost is a fetch request per 10 ms while the input is idle; tansu holds every fetch
-            // this long, records or not (librdkafka's default, 500 ms, made tansu's median
-            // delay 164 ms; 50 ms, 32 ms; 10 ms, 16 ms).
-            ("fetch.wait.max.ms", "10"),
+            // A broker may hold a fetch this long waiting for data (see `FETCH_WAIT`; against
+            // tansu, librdkafka's default of 500 ms made the median delay 164 ms; 50 ms, 32 ms;
+            // 10 ms, 16 ms, on a machine where tansu kept up).
+            FETCH_WAIT,
             // Up to 8 MiB per partition and fetch (librdkafka's default, 1 MiB, is about 40 pages
             // of a crawl, so the broker's round trip bounded the rate): on the bench's medium
             // stream against tansu, three runs alternated with the default (nineteenth session)
