@@ -113,7 +113,8 @@ pub async fn run(
 /// a partition by listing every batch it stores: a fetch costs it more the longer the topic
 /// grows, and with 10 ms (neardup's setting from the fifth to the fifty-third session) the
 /// bench's cold-start latency run on a slow machine saturated it, p99 1.3-10.7 s in five of
-/// five runs, against 0.6-1.1 s with 25 or 50 ms (README, "Fetch wait on the test broker").
+/// five runs, against 0.6-1.1 s with 25 or 50 ms. Where tansu keeps up, 10 ms was the faster
+/// from a cold start, by 22-32 ms at the p99 (README, "Fetch wait on the test broker").
 pub const FETCH_WAIT: (&str, &str) = ("fetch.wait.max.ms", "25");
 
 /// How long librdkafka waits before fetching again once its local queue is over
