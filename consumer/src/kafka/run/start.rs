@@ -337,9 +337,10 @@ fn clients(
     // then serves both lanes.
     let user_linger =
         (opts.kafka.iter()).any(|(k, _)| k == "linger.ms" || k == "queue.buffering.max.ms");
-    let bulk = match opts.stage == Stage::All && !user_linger {
-        true => Some(make_producer(&pace::BULK_LINGER_MS.to_string())?),
-        false => None,
+    let bulk = if opts.stage == Stage::All && !user_linger {
+        Some(make_producer(&pace::BULK_LINGER_MS.to_string())?)
+    } else {
+        None
     };
     let consumer: StreamConsumer<RunContext> = opts
         .client_config(&[
