@@ -32,15 +32,9 @@
 # not absolute rates across runs. On the medium crawl with a broker it takes about 11 minutes
 # once built (the first release build takes several more).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CALLER=$PWD
-# A path as given from the caller's directory (the script runs from the checkout's).
-from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
+# shellcheck source=tests/tools/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
-
-# The usage lines of the header above.
-usage_text() { awk '/^# usage:/ {u = 1} u && /^#$/ {exit} u {sub(/^# ?/, ""); print}' "$0"; }
-usage() { usage_text >&2; exit 2; }
 EVENTS="" REPS=3 OUT="" BROKERS="" NO_BROKER=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -56,13 +50,7 @@ while [ $# -gt 0 ]; do
 done
 case "$REPS" in ''|*[!0-9]*|0) echo "figures.sh: --reps takes a number of 1 or more, not $REPS" >&2; exit 2 ;; esac
 
-if [ -z "$EVENTS" ]; then
-  rc=0
-  BENCH=$(tests/tools/bench-crawl.sh medium 4 1) || rc=$?
-  [ "$rc" = 0 ] || { echo "figures.sh: no events file given and the medium crawl cannot be made (pass EVENTS.jsonl)" >&2; exit 2; }
-  EVENTS="$BENCH/events.jsonl"
-fi
-[ -f "$EVENTS" ] || { echo "figures.sh: $EVENTS not found" >&2; exit 2; }
+EVENTS=$(events_file "$EVENTS") || exit 2
 TRUTH="$(dirname "$EVENTS")/truth.json"
 OUT=${OUT:-$ROOT/target/figures/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"

@@ -23,13 +23,10 @@
 # It restarts the test broker (tests/kafka-test-broker.sh) before every run, dropping what it
 # holds, and stops it at the end unless it was running before.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CALLER=$PWD
-from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
+# shellcheck source=tests/tools/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
 
-usage_text() { awk '/^# usage:/ {u = 1} u && /^#$/ {exit} u {sub(/^# ?/, ""); print}' "$0"; }
-usage() { usage_text >&2; exit 2; }
 RATE="" RUNS=5 WARM="" OUT="" EVENTS=""
 PASSED=()
 while [ $# -gt 0 ]; do
@@ -49,13 +46,7 @@ done
 case "$RUNS" in ''|*[!0-9]*|0) echo "latency-runs.sh: --runs takes a number of 1 or more, not $RUNS" >&2; exit 2 ;; esac
 case "$WARM" in *[!0-9]*) echo "latency-runs.sh: --warm takes a number of records, not $WARM" >&2; exit 2 ;; esac
 
-if [ -z "$EVENTS" ]; then
-  rc=0
-  BENCH=$(tests/tools/bench-crawl.sh medium 4 1) || rc=$?
-  [ "$rc" = 0 ] || { echo "latency-runs.sh: no events file given and the medium crawl cannot be made (pass EVENTS.jsonl)" >&2; exit 2; }
-  EVENTS="$BENCH/events.jsonl"
-fi
-[ -f "$EVENTS" ] || { echo "latency-runs.sh: $EVENTS not found" >&2; exit 2; }
+EVENTS=$(events_file "$EVENTS") || exit 2
 OUT=${OUT:-$ROOT/target/latency/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 

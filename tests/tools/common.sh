@@ -1,0 +1,28 @@
+# shellcheck shell=bash
+# What the benchmark scripts of tests/tools (figures.sh, latency-runs.sh) share; sourced, not run.
+# Sets ROOT (the checkout) and CALLER (the directory the script was called from); the script then
+# runs from ROOT.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CALLER=$PWD
+
+# A path as given from the caller's directory.
+from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
+
+# The usage lines of the calling script's header: from `# usage:` to the first bare `#`.
+usage_text() { awk '/^# usage:/ {u = 1} u && /^#$/ {exit} u {sub(/^# ?/, ""); print}' "$0"; }
+usage() { usage_text >&2; exit 2; }
+
+# The events file given, or, given none, the benchmark's medium crawl (four rounds, seed 1), made
+# once into target/bench by bench-crawl.sh. Run from ROOT.
+events_file() {
+  local events=$1 me
+  me=$(basename "$0")
+  if [ -z "$events" ]; then
+    events=$(tests/tools/bench-crawl.sh medium 4 1) \
+      || { echo "$me: no events file given and the medium crawl cannot be made (pass EVENTS.jsonl)" >&2; return 2; }
+    events="$events/events.jsonl"
+  fi
+  [ -f "$events" ] || { echo "$me: $events not found" >&2; return 2; }
+  echo "$events"
+}
