@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# What the benchmark scripts of tests/tools (figures.sh, latency-runs.sh) share; sourced, not run.
+# What the benchmark scripts of tests/tools (figures.sh, latency-runs.sh) share: paths, usage, the
+# default events file and reading e2e_bench's output; sourced, not run.
 # Sets ROOT (the checkout) and CALLER (the directory the script was called from); the script then
 # runs from ROOT.
 
@@ -25,4 +26,20 @@ events_file() {
   fi
   [ -f "$events" ] || { echo "$me: $events not found" >&2; return 2; }
   echo "$events"
+}
+
+# `field FILE PATTERN AWK` runs the awk program AWK on the first line of FILE matching PATTERN,
+# with before(WORD) and after(WORD): the field before or after the first field WORD.
+LIB='function before(w,  i) { for (i = 2; i <= NF; i++) if ($i == w) return $(i - 1); return "" }
+     function after(w,  i) { for (i = 1; i < NF; i++) if ($i == w) return $(i + 1); return "" }'
+field() { grep -m1 -- "$2" "$1" | awk "$LIB $3" || true; }
+
+# `latency FILE`: LAT, an e2e_bench output's latency figures to the pair event's receipt by a
+# consumer of the pairs topic ("median ..., p99 ..., max ... (at R records/s)"), P99, its p99
+# in ms, and OWN, the same to the pair event's own produce time (its broker timestamp).
+latency() {
+  local line='^latency, page event produced'
+  LAT=$(field "$1" "$line" '{r = after("at"); sub(/.*events, /, ""); print $0 " (at " r " records/s)"}')
+  P99=$(field "$1" "$line" '{print after("p99")}')
+  OWN=$(field "$1" "own produce time" '{sub(/.*events, /, ""); print}')
 }

@@ -60,26 +60,12 @@ cargo build --release --locked --quiet -p neardup-topology -p neardup \
   --example sign_bench --example index_bench --example e2e_bench --bin neardup
 BIN="$ROOT/target/release"
 
-# `field FILE PATTERN AWK` runs the awk program AWK on the first line of FILE matching PATTERN,
-# with before(WORD) and after(WORD): the field before or after the first field WORD.
-LIB='function before(w,  i) { for (i = 2; i <= NF; i++) if ($i == w) return $(i - 1); return "" }
-     function after(w,  i) { for (i = 1; i < NF; i++) if ($i == w) return $(i + 1); return "" }'
-field() { grep -m1 -- "$2" "$1" | awk "$LIB $3" || true; }
 # "met", "NOT met" or, without a value, "not measured": `verdict VALUE OP BAR` (OP one of >=
 # <= <), numbers only.
 verdict() {
   if [ -z "$1" ]; then echo "not measured"; return; fi
   awk -v v="$1" -v b="$3" -v op="$2" 'BEGIN {
     ok = (op == ">=" ? v >= b : op == "<=" ? v <= b : v < b); print (ok ? "met" : "NOT met") }'
-}
-# `latency FILE`: LAT, an e2e_bench output's latency figures to the pair event's receipt by a
-# consumer of the pairs topic ("median ..., p99 ..., max ... (at R records/s)"), P99, its p99
-# in ms, and OWN, the same to the pair event's own produce time (its broker timestamp).
-latency() {
-  local line='^latency, page event produced'
-  LAT=$(field "$1" "$line" '{r = after("at"); sub(/.*events, /, ""); print $0 " (at " r " records/s)"}')
-  P99=$(field "$1" "$line" '{print after("p99")}')
-  OWN=$(field "$1" "own produce time" '{sub(/.*events, /, ""); print}')
 }
 ROWS=()
 row() { ROWS+=("$1|$2|$3|$4"); }

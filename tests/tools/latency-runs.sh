@@ -52,8 +52,7 @@ mkdir -p "$OUT"
 
 echo "== building the release binaries (once)"
 cargo build --release --locked --quiet -p neardup --example e2e_bench --bin neardup
-BIN="$ROOT/target/release"
-BENCH_BIN="$BIN/examples/e2e_bench"
+BENCH_BIN="$ROOT/target/release/examples/e2e_bench"
 
 was_running=0
 tests/kafka-test-broker.sh status >/dev/null 2>&1 && was_running=1
@@ -70,11 +69,10 @@ for i in $(seq 1 "$RUNS"); do
     || { echo "run $i: the test broker did not start, see $OUT/broker-$i.log" >&2; exit 1; }
   "$BENCH_BIN" --brokers "$BROKERS" "${ARGS[@]}" > "$OUT/run-$i.txt" 2>&1 \
     || { echo "run $i: e2e_bench failed, see $OUT/run-$i.txt" >&2; exit 1; }
-  line=$(grep -m1 '^latency, page event produced' "$OUT/run-$i.txt" || true)
-  [ -n "$line" ] || { echo "run $i: no latency line in $OUT/run-$i.txt" >&2; exit 1; }
-  p99=$(echo "$line" | sed -n 's/.* p99 \([0-9]*\) ms.*/\1/p')
-  echo "run $i ($(date -u +%H:%M) UTC): ${line#*records: }"
-  P99S+=("$p99")
+  latency "$OUT/run-$i.txt"
+  [ -n "$P99" ] || { echo "run $i: no latency figure in $OUT/run-$i.txt" >&2; exit 1; }
+  echo "run $i ($(date -u +%H:%M) UTC): $LAT"
+  P99S+=("$P99")
 done
 printf '%s\n' "${P99S[@]}" | sort -n | awk -v runs="$RUNS" '
   { v[NR] = $1; if ($1 < 100) met++ }
