@@ -68,6 +68,8 @@ fi
 # --- the tests ---------------------------------------------------------------------------------
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== documentation links (tests/tools/doc_links.py)"
+python3 tests/tools/doc_links.py
 echo "== cargo test (workspace)"
 cargo test --workspace --locked "$@"
 echo "== Helm chart and Dockerfile (tests/helm): lint, render, schemas, neardup --check-config"

@@ -42,7 +42,8 @@
 //!
 //! The flat map and the lists took the key tables from 308 to 231 bytes per windowed page on
 //! `index_bench`'s million pages (the flat map 14 million keys, the lists another 14 million
-//! pages in 2.6 million lists), at about the same speed (README, "Flat key tables").
+//! pages in 2.6 million lists), at about the same speed (`docs/measurements.md`, "Flat key
+//! tables").
 //!
 //! A key's pages are kept in filing order, and removals keep that order: the index's answers
 //! depend on it.
