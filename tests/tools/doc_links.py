@@ -7,6 +7,7 @@ usage: python3 tests/tools/doc_links.py [FILE.md ...]   (default: every tracked 
 Exits 1 and lists each broken link when there is one.
 """
 
+import functools
 import os
 import re
 import subprocess
@@ -21,8 +22,9 @@ def slug(text):
     return text.replace(" ", "-")
 
 
+@functools.cache
 def anchors(path):
-    """The anchors of a Markdown file's headings (outside fenced code)."""
+    """The anchors of a Markdown file's headings (outside fenced code), read once per file."""
     found, counts, fenced = set(), {}, False
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -34,7 +36,7 @@ def anchors(path):
                 n = counts.get(s)
                 counts[s] = 0 if n is None else n + 1
                 found.add(s if n is None else f"{s}-{n + 1}")
-    return found
+    return frozenset(found)
 
 
 def broken(path):
@@ -42,7 +44,6 @@ def broken(path):
     out = []
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    cache = {}
     for m in LINK.finditer(text):
         link = m.group(1)
         if re.match(r"^[a-z]+:", link):
@@ -51,11 +52,8 @@ def broken(path):
         target = os.path.normpath(os.path.join(os.path.dirname(path), target)) if target else path
         if not os.path.exists(target):
             out.append((link, "no such file"))
-        elif anchor and target.endswith(".md"):
-            if target not in cache:
-                cache[target] = anchors(target)
-            if anchor not in cache[target]:
-                out.append((link, "no such heading"))
+        elif anchor and target.endswith(".md") and anchor not in anchors(target):
+            out.append((link, "no such heading"))
     return out
 
 
