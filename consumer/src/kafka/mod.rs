@@ -123,6 +123,10 @@ pub const FETCH_WAIT: (&str, &str) = ("fetch.wait.max.ms", "25");
 /// the medium stream, 2,974 records/s with 1 s, 4,792 with 20 ms).
 pub(crate) const FETCH_QUEUE_BACKOFF: (&str, &str) = ("fetch.queue.backoff.ms", "20");
 
+/// Where the consumer starts a partition its group has no offset for: at the earliest record,
+/// so that a new deployment reads the whole retained topic. A `-X auto.offset.reset` wins.
+pub(crate) const AUTO_OFFSET_RESET: (&str, &str) = ("auto.offset.reset", "earliest");
+
 /// What preparing one record gives: the record, and its decoded and signed page (in the index
 /// stage, the page read back from the sign stage's internal record; in the cluster stage, the
 /// index stage's record read back).

@@ -221,18 +221,18 @@ impl Run {
     /// The offsets are read here and given to librdkafka: told to start at the stored offset,
     /// it read the group's offsets itself and, for a partition without one, asked for the
     /// earliest only about 100 ms later, so the first record came 0.26-0.29 s after the start
-    /// instead of 0.15-0.18 s (the test broker, the bench's crawl). If they cannot be read, librdkafka is left to do so.
+    /// instead of 0.15-0.18 s (the test broker, the bench's crawl). If they cannot be read,
+    /// librdkafka is left to do so.
     fn assign_all(&self) -> Result<()> {
         let topic = &self.opts.input_topic;
         let ids = super::partition_ids(&self.consumer, topic, super::METADATA_TIMEOUT)
             .with_context(|| format!("cannot read the metadata of {topic}"))?;
         let committed = crate::at_end::committed_by(&self.consumer, topic, &ids);
+        let fresh = without_commit(&self.opts.kafka);
         let mut tpl = TopicPartitionList::new();
         for p in ids {
             let at = match &committed {
-                Ok(committed) => committed
-                    .get(&p)
-                    .map_or(without_commit(&self.opts.kafka), |&o| Offset::Offset(o)),
+                Ok(committed) => committed.get(&p).map_or(fresh, |&o| Offset::Offset(o)),
                 Err(_) => Offset::Stored,
             };
             tpl.add_partition_offset(topic, p, at)?;
@@ -1019,13 +1019,14 @@ impl Run {
 }
 
 /// Where a partition the group has no offset for starts: as `auto.offset.reset` says (the
-/// user's `-X` value, else neardup's `earliest`), or wherever librdkafka takes it to say.
+/// user's `-X` value, else neardup's [`super::AUTO_OFFSET_RESET`]), or wherever librdkafka takes it
+/// to say.
 fn without_commit(kafka: &[(String, String)]) -> Offset {
     let reset = kafka
         .iter()
         .rev()
-        .find(|(k, _)| k == "auto.offset.reset")
-        .map_or("earliest", |(_, v)| v.as_str());
+        .find(|(k, _)| k == super::AUTO_OFFSET_RESET.0)
+        .map_or(super::AUTO_OFFSET_RESET.1, |(_, v)| v.as_str());
     match reset {
         "smallest" | "earliest" | "beginning" => Offset::Beginning,
         "largest" | "latest" | "end" => Offset::End,

@@ -11,7 +11,7 @@ use crate::kafka::offsets::Ownership;
 use crate::kafka::pace;
 use crate::kafka::{
     partition_count, DeadLetterGuard, KafkaOptions, PreparePool, Producer, ProducerLog, RunContext,
-    FETCH_QUEUE_BACKOFF, FETCH_WAIT, METADATA_TIMEOUT,
+    AUTO_OFFSET_RESET, FETCH_QUEUE_BACKOFF, FETCH_WAIT, METADATA_TIMEOUT,
 };
 use crate::lease::Lease;
 use crate::merge::Merge;
@@ -347,7 +347,7 @@ fn clients(
             ("group.id", &opts.group),
             ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),
-            ("auto.offset.reset", "earliest"),
+            AUTO_OFFSET_RESET,
             ("enable.partition.eof", eof),
             ("session.timeout.ms", "10000"),
             ("heartbeat.interval.ms", "1000"),
