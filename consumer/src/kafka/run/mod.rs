@@ -768,14 +768,14 @@ impl Run {
         self.guard
             .record(self.topo.stats().dead_letter_total() > dead_before)
             .map_err(|e| stopped(&e))?;
-        let producer = self.producers.for_record(stamp, self.opts.drain_timeout);
+        let senders = self.producers.for_record(stamp, self.opts.drain_timeout);
         let mut deliveries = Vec::with_capacity(self.out.len());
         for e in self.out.drain(..) {
-            deliveries.push(send(&producer, &self.topics[&e.kind], &e).await?);
+            deliveries.push(send(senders.of(e.kind), &self.topics[&e.kind], &e).await?);
         }
         if let Some((key, value)) = self.topo.take_indexed() {
             let (topic, partition) = self.next_stage(p);
-            deliveries.push(send_raw(&producer, topic, partition, &key, &value).await?);
+            deliveries.push(send_raw(&senders.lane, topic, partition, &key, &value).await?);
         }
         self.sent((p, o, era), age, deliveries, payload);
         Ok(())
@@ -1108,12 +1108,12 @@ impl Producers {
         }
     }
 
-    /// The producer for the outputs of a record with Kafka timestamp `stamp` (ms). When the
+    /// The producers for the outputs of a record with Kafka timestamp `stamp` (ms). When the
     /// lane changes, the producer left is flushed first, for at most `timeout`, so that the
     /// outputs of one key stay in order.
-    fn for_record(&mut self, stamp: Option<i64>, timeout: Duration) -> Producer {
+    fn for_record(&mut self, stamp: Option<i64>, timeout: Duration) -> Senders {
         let Some(bulk) = &self.bulk else {
-            return self.fast.clone();
+            return Senders::one(&self.fast);
         };
         let (lane, switched) = self.pace.lane(stamp.map(millis_since));
         let (now, left) = match lane {
@@ -1135,7 +1135,38 @@ impl Producers {
             }
             counter!("neardup_output_lane_switches_total").increment(1);
         }
-        now.clone()
+        Senders {
+            lane: now.clone(),
+            signatures: bulk.clone(),
+        }
+    }
+}
+
+/// The producers that take one record's outputs: its lane's ([`Producers::for_record`]), and
+/// for its signature event the bulk lane's, whichever lane the record is in, where there is
+/// one (`super::pace`: signature events are batched longer).
+pub(super) struct Senders {
+    lane: Producer,
+    signatures: Producer,
+}
+
+impl Senders {
+    /// One producer for every output.
+    fn one(p: &Producer) -> Senders {
+        Senders {
+            lane: p.clone(),
+            signatures: p.clone(),
+        }
+    }
+
+    /// The producer for an output of `kind`: signature events always through the bulk one,
+    /// the other kinds through their lane's, which changes only after a flush; so each
+    /// topic's records keep their order.
+    fn of(&self, kind: OutputKind) -> &Producer {
+        match kind {
+            OutputKind::Signatures => &self.signatures,
+            _ => &self.lane,
+        }
     }
 }
 
@@ -1210,7 +1241,10 @@ fn millis_since(stamp: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{drop_aside, drop_within, is_power_of_ten, without_commit};
+    use super::{
+        drop_aside, drop_within, is_power_of_ten, without_commit, Producer, Producers, Senders,
+    };
+    use neardup_schemas::OutputKind;
     use rdkafka::Offset;
     use std::sync::{mpsc, Arc, Condvar, Mutex};
     use std::time::{Duration, Instant};
@@ -1306,6 +1340,55 @@ mod tests {
             without_commit(&kafka(&[("auto.offset.reset", "error")])),
             Offset::Stored
         );
+    }
+
+    /// A producer that never reaches a broker (none is asked for until it sends).
+    fn idle_producer() -> Producer {
+        rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:9")
+            .create_with_context(crate::kafka::context::ProducerLog {
+                throttle: Arc::new(crate::throttle::Throttle::new(Duration::from_secs(30))),
+                fatal: Arc::new(Mutex::new(None)),
+                stage: None,
+            })
+            .expect("a producer")
+    }
+
+    /// Which of `named` `p` is (a clone shares its original's client).
+    fn which(p: &Producer, named: &[(&'static str, &Producer)]) -> &'static str {
+        let client = |p: &Producer| rdkafka::producer::Producer::client(p).native_ptr();
+        let found = named.iter().find(|(_, q)| client(q) == client(p));
+        found.expect("one of the producers made").0
+    }
+
+    #[test]
+    fn signature_events_go_through_the_bulk_producer_in_either_lane() {
+        let now = || -> i64 {
+            let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            since.expect("a clock after 1970").as_millis() as i64
+        };
+        let timeout = Duration::from_secs(5);
+        let (fast, bulk, only) = (idle_producer(), idle_producer(), idle_producer());
+        let named = [("fast", &fast), ("bulk", &bulk), ("only", &only)];
+        let kinds = |s: &Senders| {
+            [
+                OutputKind::Signatures,
+                OutputKind::Pairs,
+                OutputKind::Clusters,
+            ]
+            .map(|k| which(s.of(k), &named))
+        };
+        let mut two = Producers::new(fast.clone(), Some(bulk.clone()));
+        // Caught up: the signature event waits for the bulk batch, the others are sent promptly.
+        let caught_up = two.for_record(Some(now()), timeout);
+        assert_eq!(kinds(&caught_up), ["bulk", "fast", "fast"]);
+        // A backlog: every output batched longer.
+        let behind = two.for_record(Some(now() - 10_000), timeout);
+        assert_eq!(kinds(&behind), ["bulk", "bulk", "bulk"]);
+        // The user's linger.ms: one producer for everything.
+        let mut one = Producers::new(only.clone(), None);
+        let only = one.for_record(Some(now()), timeout);
+        assert_eq!(kinds(&only), ["only", "only", "only"]);
     }
 
     #[test]
