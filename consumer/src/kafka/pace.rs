@@ -29,11 +29,10 @@
 //! 613 MB), while the pair, cluster, hint and mirror events are 32,491 in all (several often
 //! from one record) and 2 % of the bytes. With them on the fast producer, it sent a request
 //! every 5 ms whether or not anything urgent was in it; without them, it sends when a record
-//! has such an event. In steady state against the test
-//! broker (`e2e_bench --latency-only --latency-warm 21366`, 2,576 records/s, six alternated
-//! pairs on restarted brokers), the pair events' p99 was lower in five pairs of six (a median
-//! of 364 ms against 406 ms) and their median in five too. A signature event waits up to
-//! [`BULK_LINGER_MS`] more.
+//! has such an event. In steady state against the test broker (`e2e_bench --latency-only
+//! --latency-warm 21366`, 2,576 records/s, six alternated pairs on restarted brokers), the
+//! pair events' p99 was lower in five pairs of six (a median of 364 ms against 406 ms), and
+//! their median in five too. A signature event waits up to [`BULK_LINGER_MS`] more.
 
 /// A record this old (ms, by its Kafka timestamp) means a backlog.
 pub(crate) const ENTER_MS: i64 = 2_000;
