@@ -266,6 +266,13 @@ pub fn kafka_from_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(Stri
     out
 }
 
+/// The value of librdkafka property `key` among `kafka` as the client takes it: the last one
+/// given (none: librdkafka's or neardup's default).
+pub fn kafka_value<'a>(kafka: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    let (_, v) = kafka.iter().rev().find(|(k, _)| k == key)?;
+    Some(v)
+}
+
 /// Whether the value of argument `id` came from its built-in default (so the file may set it).
 fn defaulted(m: &ArgMatches, id: &str) -> bool {
     matches!(m.value_source(id), None | Some(ValueSource::DefaultValue))
@@ -601,7 +608,7 @@ pub fn validate_run(a: &RunArgs) -> Result<()> {
         );
     }
     // The producer must take every output the topology lets through.
-    if let Some((_, v)) = a.kafka.iter().rev().find(|(k, _)| k == "message.max.bytes") {
+    if let Some(v) = kafka_value(&a.kafka, "message.max.bytes") {
         if v.trim()
             .parse::<usize>()
             .is_ok_and(|n| n < a.topology.max_output_bytes)

@@ -1022,11 +1022,8 @@ impl Run {
 /// user's `-X` value, else neardup's [`super::AUTO_OFFSET_RESET`]), or wherever librdkafka takes it
 /// to say.
 fn without_commit(kafka: &[(String, String)]) -> Offset {
-    let reset = kafka
-        .iter()
-        .rev()
-        .find(|(k, _)| k == super::AUTO_OFFSET_RESET.0)
-        .map_or(super::AUTO_OFFSET_RESET.1, |(_, v)| v.as_str());
+    let (key, default) = super::AUTO_OFFSET_RESET;
+    let reset = crate::config::kafka_value(kafka, key).unwrap_or(default);
     match reset {
         "smallest" | "earliest" | "beginning" => Offset::Beginning,
         "largest" | "latest" | "end" => Offset::End,
@@ -1242,7 +1239,8 @@ fn millis_since(stamp: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::{
-        drop_aside, drop_within, is_power_of_ten, without_commit, Producer, Producers, Senders,
+        drop_aside, drop_within, is_power_of_ten, millis_since, without_commit, Producer,
+        Producers, Senders,
     };
     use neardup_schemas::OutputKind;
     use rdkafka::Offset;
@@ -1363,10 +1361,8 @@ mod tests {
 
     #[test]
     fn signature_events_go_through_the_bulk_producer_in_either_lane() {
-        let now = || -> i64 {
-            let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            since.expect("a clock after 1970").as_millis() as i64
-        };
+        // Milliseconds since the epoch, as the input's timestamps are.
+        let now = || millis_since(0);
         let timeout = Duration::from_secs(5);
         let (fast, bulk, only) = (idle_producer(), idle_producer(), idle_producer());
         let named = [("fast", &fast), ("bulk", &bulk), ("only", &only)];
