@@ -3,7 +3,9 @@
 
 use neardup::replay::replay_records;
 use neardup::sample::{sample_crawl, SampleOptions};
-use neardup_schemas::{DeadLetterEvent, OutputKind, PairEvent, PairState, Source};
+use neardup_schemas::{
+    DeadLetterEvent, DeadLetterReason, OutputKind, PairEvent, PairState, Source,
+};
 use neardup_topology::Config;
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -1138,9 +1140,82 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         }
     );
 
-    // A cut-off archive is an error that says where.
-    let err = replay_refused(&dir, "cut.warc.gz", &warc[..warc.len() - 30]);
-    assert!(err.contains("cut.warc.gz") && err.contains("byte"), "{err}");
+    // Damage is bad input, not the end of the replay: each damaged stretch is a dead letter
+    // (`damaged_input`), and every record around it is read as it would be without it.
+    let members = gzip_members(&warc);
+    let damaged_letters = |out: &Path| -> Vec<DeadLetterEvent> {
+        lines(out, OutputKind::DeadLetter)
+            .iter()
+            .map(|l| serde_json::from_slice::<DeadLetterEvent>(l).unwrap())
+            .filter(|d| d.reason == DeadLetterReason::DamagedInput)
+            .collect()
+    };
+    // Cut off inside its last record (a download cut short): the records before it give what
+    // an archive of them alone gives.
+    let cut_name = "cut.warc.gz";
+    std::fs::write(dir.join(cut_name), &warc[..warc.len() - 30]).unwrap();
+    let cut_out = dir.join("cut-out");
+    let printed = neardup(&[
+        "replay",
+        "--input",
+        dir.join(cut_name).to_str().unwrap(),
+        "--out",
+        cut_out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&printed.stderr);
+    assert!(
+        stderr.contains("warning") && stderr.contains(cut_name) && stderr.contains("byte"),
+        "{stderr}"
+    );
+    let (_, before_cut) = replay_file(
+        &dir,
+        "before-cut.warc",
+        &members[..members.len() - 1].concat(),
+    );
+    for kind in OutputKind::ALL {
+        if kind != OutputKind::DeadLetter {
+            assert_eq!(lines(&cut_out, kind), lines(&before_cut, kind), "{kind:?}");
+        }
+    }
+    let cut = damaged_letters(&cut_out);
+    assert_eq!(cut.len(), 1, "{cut:?}");
+    assert!(
+        cut[0].detail.contains("cannot be read past byte"),
+        "{}",
+        cut[0].detail
+    );
+    assert_eq!(
+        cut[0].source,
+        Source::File {
+            file: dir.join(cut_name).display().to_string(),
+            line: records
+        }
+    );
+    // Bytes where a record should start, in a plain archive: skipped to the next record.
+    let garbage = b"<html>a stray page where a record should start</html>\r\n".repeat(3);
+    let mut spliced = members[..2].concat();
+    spliced.extend_from_slice(&garbage);
+    spliced.extend(members[2..].concat());
+    let (_, from_spliced) = replay_file(&dir, "spliced.warc", &spliced);
+    let (_, from_plain) = replay_file(&dir, "plain.warc", &members.concat());
+    for kind in OutputKind::ALL {
+        if kind != OutputKind::DeadLetter {
+            assert_eq!(
+                lines(&from_spliced, kind),
+                lines(&from_plain, kind),
+                "{kind:?}"
+            );
+        }
+    }
+    let spliced = damaged_letters(&from_spliced);
+    assert_eq!(spliced.len(), 1, "{spliced:?}");
+    assert_eq!(spliced[0].payload.as_bytes(), &garbage[..]);
+    assert!(
+        spliced[0].detail.contains("expected a WARC record"),
+        "{}",
+        spliced[0].detail
+    );
+    assert_eq!(damaged_letters(&from_plain).len(), 0);
 
     // The same archive as `.warc.zst` (the IIPC's WARC-zstd form: a skippable frame holding a
     // dictionary, raw or itself compressed, then a frame per record compressed with it), and

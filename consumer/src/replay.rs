@@ -3,7 +3,10 @@
 //! ETA, records) is drawn on stderr when it is a terminal.
 //!
 //! Each input line is one record (bytes, not necessarily UTF-8: a line that is not is a dead
-//! letter like any other bad record). Blank lines are not records and are skipped. Outputs go to
+//! letter like any other bad record). Blank lines are not records and are skipped. A damaged
+//! file is bad input as well: a compressed file that stops decompressing ends there, with a
+//! `damaged_input` dead letter (and a WARC file's damage is found record by record, see
+//! [`crate::warc`]); a warning on stderr tells of it, and the replay goes on. Outputs go to
 //! `OUT/<kind>.jsonl`, one event value per line, in the order the topology emitted them; the same
 //! input gives byte-identical files. Two more files describe the state at the end:
 //! `OUT/cluster-map.jsonl` (every clustered URL at each level: cluster id, size, canonical; sorted
@@ -176,22 +179,36 @@ pub fn sniff_warc(mut r: Box<dyn BufRead>, path: &Path) -> Result<(bool, Box<dyn
 }
 
 /// Calls `f(line_number, bytes)` for every non-blank line of `reader`, the input `path` opened
-/// ([`open_counted`]) (1-based numbers).
+/// ([`open_counted`]) (1-based numbers). A compressed file that stops decompressing (or is cut
+/// off) is damaged input, not an error: the file ends there, and the damage is returned, with
+/// the bytes of the line it stopped in, for a dead letter. An error of the file system itself
+/// is an error.
 pub fn for_each_line_of(
     path: &Path,
     mut reader: impl BufRead,
     mut f: impl FnMut(u64, &[u8]),
-) -> Result<()> {
+) -> Result<Option<Damage>> {
     let mut buf = Vec::with_capacity(1 << 16);
     let mut line_no = 0u64;
+    let mut offset = 0u64;
     loop {
         buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .with_context(|| format!("reading {} after line {line_no}", path.display()))?;
+        let n = match reader.read_until(b'\n', &mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let detail = crate::warc::unreadable(e, offset)
+                    .with_context(|| format!("reading {} after line {line_no}", path.display()))?;
+                return Ok(Some(Damage {
+                    line: line_no + 1,
+                    bytes: buf,
+                    detail,
+                }));
+            }
+        };
         if n == 0 {
-            return Ok(());
+            return Ok(None);
         }
+        offset += n as u64;
         line_no += 1;
         let mut line = buf.as_slice();
         while let [rest @ .., b'\n' | b'\r'] = line {
@@ -202,6 +219,17 @@ pub fn for_each_line_of(
         }
         f(line_no, line);
     }
+}
+
+/// Where a JSONL file stopped decompressing.
+#[derive(Debug)]
+pub struct Damage {
+    /// The number the line it stopped in would have.
+    pub line: u64,
+    /// The bytes of that line read before it stopped.
+    pub bytes: Vec<u8>,
+    /// Where and why it stopped.
+    pub detail: String,
 }
 
 /// One JSONL writer per output kind.
@@ -367,6 +395,11 @@ impl Replayer {
                             let raw = match input {
                                 Input::Raw(raw) | Input::Warc(WarcPage::Event(raw)) => raw,
                                 Input::Warc(WarcPage::Response(record)) => record.into_event(),
+                                Input::Warc(WarcPage::Damaged { bytes, detail }) => {
+                                    let reason = DeadLetterReason::DamagedInput;
+                                    let _ = reply.send((bytes, Prepared::rejected(reason, detail)));
+                                    return;
+                                }
                                 Input::Warc(WarcPage::TooLarge { start, len }) => {
                                     let detail = format!(
                                         "WARC record block is {len} bytes, over the limit for a {max_body}-byte body (raise --max-body-bytes to accept it); the payload is its start"
@@ -559,6 +592,8 @@ pub fn replay_files(
     let progress = Progress::bytes(total);
     let mut warc = crate::warc::WarcCounts::default();
     let mut captures = crate::warc::Captures::new(revisit_cache);
+    // Damaged stretches of the inputs, each a dead letter (`damaged_input`).
+    let mut damaged = 0u64;
     for path in inputs {
         let file = path.display().to_string();
         let read = Arc::new(AtomicU64::new(0));
@@ -574,6 +609,9 @@ pub fn replay_files(
         let (is_warc, reader) = sniff_warc(open_counted(path, read.clone())?, path)?;
         if is_warc {
             let handle = |line: u64, page: WarcPage| {
+                if let WarcPage::Damaged { detail, .. } = &page {
+                    warn_damaged(&file, detail, &mut damaged);
+                }
                 r.record_warc(page, &src(line));
                 progress_of(&r);
             };
@@ -590,7 +628,15 @@ pub fn replay_files(
                 r.record(bytes, &src(line));
                 progress_of(&r);
             };
-            for_each_line_of(path, reader, handle)?;
+            if let Some(Damage {
+                line,
+                bytes,
+                detail,
+            }) = for_each_line_of(path, reader, handle)?
+            {
+                warn_damaged(&file, &detail, &mut damaged);
+                r.record_warc(WarcPage::Damaged { bytes, detail }, &src(line));
+            }
         }
         progress.file_done(read.load(Ordering::Relaxed));
         r.check()?;
@@ -598,7 +644,7 @@ pub fn replay_files(
     progress.finish();
     let notes = if warc.records > 0 {
         format!(
-            "  WARC records: {}, responses replayed {}, resources replayed {}, conversions (extracted text) replayed {}, conversions of a page read before them skipped {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records too large to hold (dead letters) {}, records of other schemes than http(s) skipped {}, other records skipped {}\n",
+            "  WARC records: {}, responses replayed {}, resources replayed {}, conversions (extracted text) replayed {}, conversions of a page read before them skipped {}, revisits replayed as 304 {}, revisits of other URLs replayed with their capture's body {}, revisits of other URLs skipped (capture not read before them, or no longer in --revisit-cache) {}, records too large to hold (dead letters) {}, records of other schemes than http(s) skipped {}, other records skipped {}, damaged stretches (dead letters) {}\n",
             warc.records,
             warc.responses,
             warc.resources,
@@ -609,14 +655,38 @@ pub fn replay_files(
             warc.revisits_elsewhere,
             warc.too_large,
             warc.not_http,
-            warc.other
+            warc.other,
+            warc.damaged
         )
     } else {
         String::new()
     };
+    let notes = match damaged {
+        0 => notes,
+        n => format!(
+            "{notes}  damaged input: {n} stretch(es) of the input files could not be read as records; each is a dead letter (reason damaged_input) with its bytes and where it is\n"
+        ),
+    };
     let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
     let source = (warc.records > 0).then(|| serde_json::json!({ "warc": warc }));
     r.end(&names, &notes, source)
+}
+
+/// Damage warnings shown on stderr; the rest are counted in the summary.
+const DAMAGE_WARNINGS: u64 = 10;
+
+/// Tells of a damaged stretch of `file` on stderr as it is found (the first
+/// [`DAMAGE_WARNINGS`]), and counts it in `seen`.
+fn warn_damaged(file: &str, detail: &str, seen: &mut u64) {
+    *seen += 1;
+    if *seen <= DAMAGE_WARNINGS {
+        eprintln!(
+            "neardup: warning: {file}: {detail}; its bytes go to a dead letter (damaged_input), and the replay goes on"
+        );
+    }
+    if *seen == DAMAGE_WARNINGS {
+        eprintln!("neardup: warning: further damage is counted in the summary, not shown");
+    }
 }
 
 fn write_file(path: &Path, text: String) -> Result<()> {
@@ -696,6 +766,48 @@ mod tests {
         ] {
             assert_eq!(Compression::of(plain), Compression::None, "{plain:?}");
         }
+    }
+
+    #[test]
+    fn a_gzip_file_cut_off_gives_its_lines_before_and_the_damage() {
+        use std::io::Write as _;
+        let text: String = (1..=2000).map(|i| format!("{{\"line\": {i}}}\n")).collect();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(text.as_bytes()).unwrap();
+        let gz = gz.finish().unwrap();
+        let path = std::env::temp_dir().join(format!("cut-{}.jsonl.gz", std::process::id()));
+        std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
+        let reader = open_counted(&path, Arc::default()).unwrap();
+        let mut got = Vec::new();
+        let damage = for_each_line_of(&path, reader, |n, l| got.push((n, l.to_vec())));
+        std::fs::remove_file(&path).unwrap();
+        let damage = damage.unwrap().expect("the cut is damage");
+        // Every whole line before the cut, in order, then the damage at the next line.
+        assert!(got.len() > 100, "{}", got.len());
+        for (i, (n, l)) in got.iter().enumerate() {
+            assert_eq!(*n, i as u64 + 1);
+            assert_eq!(l, format!("{{\"line\": {}}}", i + 1).as_bytes());
+        }
+        assert_eq!(damage.line, got.len() as u64 + 1);
+        assert!(
+            damage.detail.contains("cannot be read past byte"),
+            "{}",
+            damage.detail
+        );
+        // The whole file has none.
+        let mut n = 0;
+        let whole = for_each_line_of(&path, &gz_reader(&gz)[..], |_, _| n += 1).unwrap();
+        assert!(whole.is_none());
+        assert_eq!(n, 2000);
+    }
+
+    /// The decompressed bytes of `gz`.
+    fn gz_reader(gz: &[u8]) -> Vec<u8> {
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(gz)
+            .read_to_end(&mut plain)
+            .unwrap();
+        plain
     }
 
     #[test]

@@ -40,14 +40,33 @@
 //! dead-letter topic (reason `not_json`) with the file and record number as its source,
 //! never silently dropped. So is a page record larger than any page neardup accepts (a
 //! video), as a `body_too_large` dead letter, without being held in memory: only its start is
-//! kept, for the payload. A file that is not WARC, or is cut off inside a record, is an error
-//! naming the file and the byte offset (of the uncompressed stream).
+//! kept, for the payload.
+//!
+//! Damage is bad input too: each damaged stretch of a file is a `damaged_input` dead letter
+//! holding its first 64 KiB, with the byte offset (of the uncompressed stream) and what is
+//! wrong in its detail, and the replay goes on:
+//! - bytes where a record should start (no `WARC/1.x` line): skipped to the next line that
+//!   starts a record;
+//! - a record without a valid `Content-Length`, or whose block is not followed by its blank
+//!   lines where its `Content-Length` ends: the record is damage, and reading goes on at a
+//!   record that starts inside what would be its block (the length too large), else at the
+//!   next record after it (too small);
+//! - a record cut off by the end of the file (a download cut short): the record, unless a
+//!   record starts inside it, which is then read;
+//! - a compressed file that stops decompressing (cut off, or its bytes damaged): the file
+//!   ends there.
+//!
+//! A record larger than any page (over `--max-body-bytes`) is not held, so a record starting
+//! past the first 64 KiB of its block is not found: a wrong `Content-Length` that large
+//! reads past it. Only an error of the file system itself (a failing disk) stops the replay,
+//! naming the file and the byte offset. A file that is not WARC is read as JSON lines, each a
+//! dead letter.
 //!
 //! Files may be gzip-compressed per record (`.warc.gz`, the usual form) or as a whole, or
 //! zstd-compressed (`.warc.zst`: per record, after a frame holding the dictionary the records
 //! were compressed with, as the IIPC's WARC-zstd specification has it; or as a whole).
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use base64::Engine as _;
 use std::io::{BufRead, Read};
 use std::path::Path;
@@ -83,6 +102,9 @@ pub struct WarcCounts {
     pub not_http: u64,
     /// Other records skipped.
     pub other: u64,
+    /// Damaged stretches of the file (a record cut off or without its framing, a compressed
+    /// stream that stops decompressing), passed on as dead letters (`damaged_input`).
+    pub damaged: u64,
 }
 
 /// The `response` records read so far, for the `revisit` records that refer to them from
@@ -196,6 +218,14 @@ pub enum WarcPage {
         /// The block's length.
         len: u64,
     },
+    /// A damaged stretch of the file where a record should be (see [`for_each_page_counted`]),
+    /// for the dead letter (`damaged_input`) it makes.
+    Damaged {
+        /// Its first bytes (at most 64 KiB).
+        bytes: Vec<u8>,
+        /// Where it is and what is wrong.
+        detail: String,
+    },
 }
 
 /// How much of a block too large to hold is kept for its dead letter (whose payload is cut
@@ -232,15 +262,22 @@ impl ResponseRecord {
 }
 
 /// Calls `f(record_number, page)` for every `response` and `resource` record of `path` (read
-/// from `r`, as [`crate::replay::open_counted`] opens it) and every `revisit` passed on (record
-/// numbers count every record of the file, from 1), adding what the file holds to `counts`;
-/// finds the captures
+/// from `r`, as [`crate::replay::open_counted`] opens it), every `revisit` passed on and every
+/// damaged stretch of the file (numbers count every record of the file and every damaged
+/// stretch, from 1), adding what the file holds to `counts`; finds the captures
 /// that revisits refer to in `captures`, and keeps this file's there. A record whose block is
 /// over `max_block` bytes is not held in memory: a page record of that size is passed on as
 /// [`WarcPage::TooLarge`].
+///
+/// Damage is bad input, not a reason to stop: where a record should start and none does, or a
+/// record has no valid `Content-Length`, the bytes up to the next line that starts a record
+/// (`WARC/1.`) are passed on as one [`WarcPage::Damaged`], and reading goes on from there; a
+/// record cut off by the end of the file, or a compressed file that stops decompressing, is
+/// passed on the same way and ends the file. Only an error of the file system itself is an
+/// error (naming the file and the byte offset, of the uncompressed stream).
 pub fn for_each_page_counted(
     path: &Path,
-    mut r: impl BufRead,
+    r: impl BufRead,
     captures: &mut Captures,
     max_block: u64,
     counts: &mut WarcCounts,
@@ -251,36 +288,81 @@ pub fn for_each_page_counted(
     let mut number = 0u64;
     let mut offset = 0u64;
     let mut line = Vec::new();
+    let mut r = Unread::new(r);
+    // Whether `line` holds the next line that is not blank, read before its turn.
+    let mut found = false;
+    // Damage that ends the file, found after a record that is passed on first.
+    let mut last_damage: Option<(Vec<u8>, String)> = None;
     let at = |offset: u64| format!("{} at byte {offset}", path.display());
     loop {
-        // Records are separated by blank lines.
-        line.clear();
-        let n = r.read_until(b'\n', &mut line).with_context(|| at(offset))?;
-        if n == 0 {
+        if let Some((bytes, detail)) = last_damage.take() {
+            damaged(&mut f, counts, &mut number, bytes, detail);
             return Ok(());
         }
-        offset += n as u64;
-        if trim_eol(&line).is_empty() {
-            continue;
+        if !found {
+            // Records are separated by blank lines.
+            line.clear();
+            let n = match r.read_until(b'\n', &mut line) {
+                Ok(n) => n,
+                Err(e) => {
+                    let detail = unreadable(e, offset).with_context(|| at(offset))?;
+                    damaged(&mut f, counts, &mut number, line, detail);
+                    return Ok(());
+                }
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            offset += n as u64;
+            if trim_eol(&line).is_empty() {
+                continue;
+            }
         }
+        found = false;
         if !line.starts_with(b"WARC/") {
-            bail!(
-                "{}: expected a WARC record (\"WARC/1.x\"), found {:?}",
-                at(offset - n as u64),
+            // Framing lost (bytes damaged, or inserted): skip to the next record.
+            let from = offset - line.len() as u64;
+            let what = format!(
+                "expected a WARC record (\"WARC/1.x\") at byte {from}, found {:?}",
                 String::from_utf8_lossy(&line[..line.len().min(40)])
             );
+            let mut kept = std::mem::take(&mut line);
+            let (detail, more) = skip_to_record(&mut r, &mut offset, &mut line, &mut kept, from)
+                .with_context(|| at(offset))?;
+            damaged(
+                &mut f,
+                counts,
+                &mut number,
+                kept,
+                format!("{what}: {detail}"),
+            );
+            if !more {
+                return Ok(());
+            }
         }
-        let start = offset - n as u64;
+        let start = offset - line.len() as u64;
+        // The record as read so far, for a dead letter if it turns out damaged.
+        let mut raw = line.clone();
         let mut headers: Vec<(String, String)> = Vec::new();
         loop {
             line.clear();
-            let n = r.read_until(b'\n', &mut line).with_context(|| at(offset))?;
-            if n == 0 {
-                bail!(
-                    "{}: the WARC record starting at byte {start} is cut off in its header",
-                    at(offset)
-                );
-            }
+            let read = r.read_until(b'\n', &mut line);
+            raw.extend_from_slice(&line);
+            let n = match read {
+                Ok(0) => {
+                    let detail = format!(
+                        "the WARC record starting at byte {start} is cut off in its header: the file ends inside it"
+                    );
+                    damaged(&mut f, counts, &mut number, raw, detail);
+                    return Ok(());
+                }
+                Ok(n) => n,
+                Err(e) => {
+                    let detail = unreadable(e, offset).with_context(|| at(offset))?;
+                    damaged(&mut f, counts, &mut number, raw, detail);
+                    return Ok(());
+                }
+            };
             offset += n as u64;
             let l = trim_eol(&line);
             if l.is_empty() {
@@ -304,34 +386,145 @@ pub fn for_each_page_counted(
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.as_str())
         };
-        let len: u64 = get("content-length")
-            .and_then(|v| v.parse().ok())
-            .with_context(|| {
-                format!(
-                    "{}: the WARC record starting at byte {start} has no valid Content-Length",
-                    at(offset)
-                )
-            })?;
+        let Some(len) = get("content-length").and_then(|v| v.parse::<u64>().ok()) else {
+            // Where the block ends is unknown: skip to the next record.
+            let what =
+                format!("the WARC record starting at byte {start} has no valid Content-Length");
+            let (detail, more) = skip_to_record(&mut r, &mut offset, &mut line, &mut raw, start)
+                .with_context(|| at(offset))?;
+            damaged(
+                &mut f,
+                counts,
+                &mut number,
+                raw,
+                format!("{what}: {detail}"),
+            );
+            if !more {
+                return Ok(());
+            }
+            found = true;
+            continue;
+        };
         // A block larger than any page neardup accepts (a video, an ISO image) is not held:
         // its start is kept for the dead letter, the rest read past.
         let keep = if len > max_block { TOO_LARGE_KEPT } else { len };
         let mut block = Vec::with_capacity(keep.min(1 << 26) as usize);
-        let mut got = r
+        let mut read = r
             .by_ref()
             .take(keep)
             .read_to_end(&mut block)
-            .with_context(|| at(offset))? as u64;
+            .map(|n| n as u64);
         if keep < len {
-            got += std::io::copy(&mut r.by_ref().take(len - keep), &mut std::io::sink())
-                .with_context(|| at(offset))?;
+            if let Ok(got) = read {
+                read = std::io::copy(&mut r.by_ref().take(len - keep), &mut std::io::sink())
+                    .map(|more| got + more);
+            }
         }
+        let got = match read {
+            Ok(got) => got,
+            Err(e) => {
+                let offset = offset + block.len() as u64;
+                let detail = unreadable(e, offset).with_context(|| at(offset))?;
+                raw.extend_from_slice(&block[..block.len().min(TOO_LARGE_KEPT as usize)]);
+                damaged(&mut f, counts, &mut number, raw, detail);
+                return Ok(());
+            }
+        };
+        offset += got;
+        let block_at = offset - got;
+        // A record starting inside what was read as this block: its Content-Length is wrong
+        // (too large), and reading goes on from there.
+        let inner_record = |block: &[u8]| find(block, b"\nWARC/1.").map(|i| i + 1);
         if got < len {
-            bail!(
-                "{}: the WARC record starting at byte {start} is cut off ({got} of {len} bytes)",
-                at(offset)
+            let what = format!(
+                "the WARC record starting at byte {start} is cut off ({got} of {len} bytes)"
             );
+            let Some(p) = inner_record(&block) else {
+                raw.extend_from_slice(&block[..block.len().min(TOO_LARGE_KEPT as usize)]);
+                let detail = format!("{what}: the file ends inside it");
+                damaged(&mut f, counts, &mut number, raw, detail);
+                return Ok(());
+            };
+            let next = block_at + p as u64;
+            raw.extend_from_slice(&block[..p.min(TOO_LARGE_KEPT as usize)]);
+            let detail = format!(
+                "{what}, and a record starts inside it, at byte {next}, where reading goes on"
+            );
+            damaged(&mut f, counts, &mut number, raw, detail);
+            r.unread(&block[p..]);
+            offset = next;
+            continue;
         }
-        offset += len;
+        // The block is followed by blank lines, then the next record or the end of the file;
+        // else its Content-Length is wrong, and the record is damage.
+        let mut after = Vec::new();
+        let framed = loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) => break true,
+                Ok(n) => {
+                    offset += n as u64;
+                    if trim_eol(&line).is_empty() {
+                        after.extend_from_slice(&line);
+                        continue;
+                    }
+                    // Whatever follows a separator is the next record's business: damage
+                    // of its own if it is not one.
+                    found = true;
+                    break line.starts_with(b"WARC/") || !after.is_empty();
+                }
+                Err(e) => {
+                    // The record is whole: passed on, then the damage.
+                    let detail = unreadable(e, offset).with_context(|| at(offset))?;
+                    last_damage = Some((std::mem::take(&mut line), detail));
+                    break true;
+                }
+            }
+        };
+        if !framed {
+            found = false;
+            let what = format!(
+                "the WARC record starting at byte {start} is not followed by a record where its Content-Length ({len} bytes) ends"
+            );
+            // (A block not held whole is not searched: what follows its start was read past.)
+            if let Some(p) = inner_record(&block).filter(|_| keep == len) {
+                let next = block_at + p as u64;
+                raw.extend_from_slice(&block[..p.min(TOO_LARGE_KEPT as usize)]);
+                let detail = format!(
+                    "{what}, and a record starts inside it, at byte {next}, where reading goes on"
+                );
+                damaged(&mut f, counts, &mut number, raw, detail);
+                after.extend_from_slice(&line);
+                let mut back = block[p..].to_vec();
+                back.extend_from_slice(&after);
+                r.unread(&back);
+                offset = next;
+                continue;
+            }
+            raw.extend_from_slice(&block[..block.len().min(TOO_LARGE_KEPT as usize)]);
+            raw.extend_from_slice(&after);
+            let mut kept = raw;
+            kept.truncate(TOO_LARGE_KEPT as usize);
+            kept.extend_from_slice(
+                &line[..line
+                    .len()
+                    .min((TOO_LARGE_KEPT as usize).saturating_sub(kept.len()))],
+            );
+            let (detail, more) = skip_to_record(&mut r, &mut offset, &mut line, &mut kept, start)
+                .with_context(|| at(offset))?;
+            damaged(
+                &mut f,
+                counts,
+                &mut number,
+                kept,
+                format!("{what}: {detail}"),
+            );
+            if !more {
+                return Ok(());
+            }
+            found = true;
+            continue;
+        }
         counts.records += 1;
         number += 1;
         let kind = get("warc-type").unwrap_or("");
@@ -418,6 +611,135 @@ pub fn for_each_page_counted(
             }
             _ => counts.other += 1,
         }
+    }
+}
+
+/// A reader that can be given back bytes it read ([`Unread::unread`]), which it reads again
+/// before the rest: where a WARC record turns out to start inside what was read as the block
+/// of the record before.
+struct Unread<R> {
+    back: Vec<u8>,
+    pos: usize,
+    inner: R,
+}
+
+impl<R> Unread<R> {
+    fn new(inner: R) -> Self {
+        Unread {
+            back: Vec::new(),
+            pos: 0,
+            inner,
+        }
+    }
+
+    /// Gives back `bytes`, the last read: they are read next.
+    fn unread(&mut self, bytes: &[u8]) {
+        let mut back = bytes.to_vec();
+        back.extend_from_slice(&self.back[self.pos..]);
+        self.back = back;
+        self.pos = 0;
+    }
+}
+
+impl<R: BufRead> Read for Unread<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(buf.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Unread<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.pos < self.back.len() {
+            Ok(&self.back[self.pos..])
+        } else {
+            self.inner.fill_buf()
+        }
+    }
+
+    fn consume(&mut self, amount: usize) {
+        if self.pos < self.back.len() {
+            self.pos += amount;
+        } else {
+            self.inner.consume(amount);
+        }
+    }
+}
+
+/// Passes on a damaged stretch of the file as record `number + 1`.
+fn damaged(
+    f: &mut impl FnMut(u64, WarcPage),
+    counts: &mut WarcCounts,
+    number: &mut u64,
+    bytes: Vec<u8>,
+    detail: String,
+) {
+    counts.damaged += 1;
+    *number += 1;
+    f(*number, WarcPage::Damaged { bytes, detail });
+}
+
+/// What a read error of a file means: a compressed stream that stops decompressing (or is cut
+/// off) is damage, said as a dead letter's detail; an error of the file system itself (a
+/// failing disk, a file removed) is an error.
+pub fn unreadable(e: std::io::Error, offset: u64) -> Result<String> {
+    use std::io::ErrorKind::*;
+    // flate2 gives `InvalidInput` or `InvalidData` for a damaged stream and `UnexpectedEof`
+    // for one cut off; zstd gives `Other`, which the standard library never gives.
+    match e.kind() {
+        InvalidInput | InvalidData | UnexpectedEof | Other => Ok(format!(
+            "the file cannot be read past byte {offset} (of its uncompressed bytes): {e}"
+        )),
+        _ => Err(e.into()),
+    }
+}
+
+/// Skips the lines of `r` up to the next that starts a WARC record (`WARC/1.`), left in
+/// `line`, keeping the first [`TOO_LARGE_KEPT`] bytes skipped in `kept` (which holds the first
+/// of those skipped before, from byte `from`); says how far it skipped, and whether a record
+/// follows (else the file ended, or stopped decompressing).
+fn skip_to_record(
+    r: &mut impl BufRead,
+    offset: &mut u64,
+    line: &mut Vec<u8>,
+    kept: &mut Vec<u8>,
+    from: u64,
+) -> Result<(String, bool)> {
+    let keep = |kept: &mut Vec<u8>, bytes: &[u8]| {
+        let room = (TOO_LARGE_KEPT as usize).saturating_sub(kept.len());
+        kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    };
+    loop {
+        line.clear();
+        let n = match r.read_until(b'\n', line) {
+            Ok(n) => n,
+            Err(e) => {
+                keep(kept, line);
+                let why = unreadable(e, *offset)?;
+                return Ok((format!("skipped from byte {from}, then {why}"), false));
+            }
+        };
+        if n == 0 {
+            let skipped = *offset - from;
+            return Ok((
+                format!("{skipped} bytes skipped to the end of the file"),
+                false,
+            ));
+        }
+        if line.starts_with(b"WARC/1.") {
+            let skipped = *offset - from;
+            *offset += n as u64;
+            let next = *offset - n as u64;
+            return Ok((
+                format!("{skipped} bytes skipped to the next record, at byte {next}"),
+                true,
+            ));
+        }
+        *offset += n as u64;
+        keep(kept, line);
     }
 }
 
@@ -883,6 +1205,230 @@ mod tests {
         (out, n, last)
     }
 
+    /// What reading `bytes` as a WARC file passes on: per record number, the page event or
+    /// what a dead letter would hold (`D` and the detail, or `T` for a block too large), and
+    /// the counts.
+    fn read_all(bytes: &[u8]) -> (Vec<(u64, String)>, WarcCounts) {
+        let mut counts = WarcCounts::default();
+        let mut captures = Captures::new(1 << 20);
+        let mut got = Vec::new();
+        let path = Path::new("damaged.warc");
+        for_each_page_counted(
+            path,
+            bytes,
+            &mut captures,
+            1 << 16,
+            &mut counts,
+            |n, page| {
+                let what = match page {
+                    WarcPage::Event(e) => String::from_utf8(e).unwrap(),
+                    WarcPage::Response(r) => String::from_utf8(r.into_event()).unwrap(),
+                    WarcPage::TooLarge { .. } => "T".into(),
+                    WarcPage::Damaged { bytes, detail } => {
+                        format!("D {detail} | {}", String::from_utf8_lossy(&bytes))
+                    }
+                };
+                got.push((n, what));
+            },
+        )
+        .unwrap();
+        (got, counts)
+    }
+
+    /// A response record of `uri` whose body is `body`, with `length` as its Content-Length
+    /// (`None`: the block's own).
+    fn response_record(uri: &str, body: &str, length: Option<&str>) -> Vec<u8> {
+        let block = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n{body}");
+        let length = length.map_or(block.len().to_string(), str::to_owned);
+        format!(
+            "WARC/1.1\r\nWARC-Type: response\r\nWARC-Target-URI: {uri}\r\n\
+             WARC-Date: 2026-11-02T00:00:00Z\r\nContent-Length: {length}\r\n\r\n{block}\r\n\r\n"
+        )
+        .into_bytes()
+    }
+
+    /// Three records, the middle one as `middle` makes it of its own bytes.
+    fn three(middle: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
+        let mut b = response_record("http://a.example/1", "<p>one</p>", None);
+        b.extend(middle(response_record(
+            "http://a.example/2",
+            "<p>two</p>",
+            None,
+        )));
+        b.extend(response_record("http://a.example/3", "<p>three</p>", None));
+        b
+    }
+
+    /// The URLs of the page events passed on, and the details of the damaged stretches.
+    fn pages_and_damage(got: &[(u64, String)]) -> (Vec<String>, Vec<String>) {
+        let mut pages = Vec::new();
+        let mut damage = Vec::new();
+        for (_, what) in got {
+            match what.strip_prefix("D ") {
+                Some(d) => damage.push(d.to_owned()),
+                None => {
+                    let v: serde_json::Value = serde_json::from_str(what).unwrap();
+                    pages.push(v["url"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+        (pages, damage)
+    }
+
+    #[test]
+    fn a_file_cut_off_inside_a_record_passes_on_the_records_before_and_the_rest_as_damage() {
+        let whole = three(|r| r);
+        let cut = &whole[..whole.len() - 20];
+        let (got, counts) = read_all(cut);
+        let (pages, damage) = pages_and_damage(&got);
+        assert_eq!(pages, ["http://a.example/1", "http://a.example/2"]);
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(damage[0].contains("is cut off"), "{}", damage[0]);
+        assert!(
+            damage[0].contains("the file ends inside it"),
+            "{}",
+            damage[0]
+        );
+        // The dead letter holds the cut record's bytes.
+        assert!(
+            damage[0].contains("WARC-Target-URI: http://a.example/3"),
+            "{}",
+            damage[0]
+        );
+        assert_eq!((counts.records, counts.damaged), (2, 1));
+        // Record numbers go on counting: the damage is the third.
+        assert_eq!(got.last().unwrap().0, 3);
+        // Cut in the header: the same.
+        let header_end = whole.len() - 60;
+        let (got, counts) = read_all(
+            &whole
+                [..find(&whole[header_end - 200..], b"Content-Length").unwrap() + header_end - 200],
+        );
+        assert_eq!(pages_and_damage(&got).0.len(), 2);
+        assert_eq!(counts.damaged, 1);
+        assert!(pages_and_damage(&got).1[0].contains("cut off in its header"));
+    }
+
+    #[test]
+    fn bytes_where_a_record_should_start_are_skipped_to_the_next_record() {
+        let (got, counts) = read_all(&three(|mut r| {
+            let mut b = b"garbage line\r\nmore garbage\r\n".to_vec();
+            b.append(&mut r);
+            b
+        }));
+        let (pages, damage) = pages_and_damage(&got);
+        assert_eq!(
+            pages,
+            [
+                "http://a.example/1",
+                "http://a.example/2",
+                "http://a.example/3"
+            ]
+        );
+        assert_eq!(damage.len(), 1);
+        assert!(
+            damage[0].contains("expected a WARC record"),
+            "{}",
+            damage[0]
+        );
+        assert!(
+            damage[0].ends_with("| garbage line\r\nmore garbage\r\n"),
+            "{}",
+            damage[0]
+        );
+        assert_eq!((counts.records, counts.damaged), (3, 1));
+    }
+
+    #[test]
+    fn a_record_whose_content_length_is_wrong_is_damage_and_the_next_is_read() {
+        for (length, says) in [
+            // Too large: the next record starts inside what would be its block.
+            ("150", "a record starts inside it"),
+            // Too small: its block does not end where it says.
+            ("20", "bytes skipped to the next record"),
+            // Not a number.
+            ("twelve", "has no valid Content-Length"),
+        ] {
+            let bad = |_| response_record("http://a.example/2", "<p>two</p>", Some(length));
+            let (got, counts) = read_all(&three(bad));
+            let (pages, damage) = pages_and_damage(&got);
+            assert_eq!(
+                pages,
+                ["http://a.example/1", "http://a.example/3"],
+                "{length}"
+            );
+            assert_eq!(damage.len(), 1, "{length}: {damage:?}");
+            assert!(damage[0].contains(says), "{length}: {}", damage[0]);
+            assert!(
+                damage[0].contains("WARC-Target-URI: http://a.example/2"),
+                "{}",
+                damage[0]
+            );
+            assert_eq!((counts.records, counts.damaged), (2, 1), "{length}");
+        }
+        // Too large and past the end of the file: the record after it is read all the same.
+        let bad = |_| response_record("http://a.example/2", "<p>two</p>", Some("1000"));
+        let (got, _) = read_all(&three(bad));
+        let (pages, damage) = pages_and_damage(&got);
+        assert_eq!(pages, ["http://a.example/1", "http://a.example/3"]);
+        assert!(
+            damage[0].contains("is cut off") && damage[0].contains("a record starts inside it")
+        );
+    }
+
+    #[test]
+    fn a_compressed_file_that_stops_decompressing_passes_on_what_came_before() {
+        use std::io::Write as _;
+        // Each record compressed on its own (the `.warc.gz` convention), the third cut off.
+        let mut gz = Vec::new();
+        for (i, body) in ["<p>one</p>", "<p>two</p>", "<p>three</p>"]
+            .iter()
+            .enumerate()
+        {
+            let record = response_record(&format!("http://a.example/{i}"), body, None);
+            let mut member = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            member.write_all(&record).unwrap();
+            let member = member.finish().unwrap();
+            let keep = if i == 2 {
+                member.len() / 2
+            } else {
+                member.len()
+            };
+            gz.extend_from_slice(&member[..keep]);
+        }
+        let cut = &gz[..];
+        let file =
+            TempFile(std::env::temp_dir().join(format!("warc-cut-{}.warc.gz", std::process::id())));
+        std::fs::write(&file.0, cut).unwrap();
+        let r = crate::replay::open_counted(&file.0, Arc::default()).unwrap();
+        let mut counts = WarcCounts::default();
+        let mut damage = Vec::new();
+        let mut pages = 0;
+        for_each_page_counted(
+            &file.0,
+            r,
+            &mut Captures::new(1 << 20),
+            1 << 16,
+            &mut counts,
+            |_, p| match p {
+                WarcPage::Damaged { detail, .. } => damage.push(detail),
+                _ => pages += 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(
+            damage[0].contains("cannot be read past byte"),
+            "{}",
+            damage[0]
+        );
+        assert_eq!(
+            (pages, counts.records),
+            (2, 2),
+            "the records before the cut are passed on"
+        );
+    }
+
     /// Removes the file when dropped, however the test ends.
     struct TempFile(std::path::PathBuf);
 
@@ -895,10 +1441,11 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
         /// Damaged archives, plain or compressed, damaged before or after compressing: reading
-        /// one never panics (it is an error naming the file, or it is read), and every record
-        /// read is counted once, in exactly one kind.
+        /// one never panics and is never an error (damage is passed on, as dead letters are
+        /// made of), every record read is counted once, in exactly one kind, and every damaged
+        /// stretch is passed on once; an undamaged archive has none.
         #[test]
-        fn a_damaged_archive_is_an_error_or_read_never_a_panic(
+        fn a_damaged_archive_is_read_never_an_error_or_a_panic(
             form in 0..3usize,
             after_compressing in proptest::prelude::any::<bool>(),
             flips in proptest::collection::vec((0..1usize << 16, 1..=255u8), 0..6),
@@ -939,37 +1486,41 @@ mod tests {
             std::fs::write(&file.0, &bytes).unwrap();
             let mut counts = WarcCounts::default();
             let mut captures = Captures::new(1 << 20);
+            let mut stretches = 0;
             let read = crate::replay::open_counted(&file.0, Arc::default()).and_then(|r| {
                 for_each_page_counted(&file.0, r, &mut captures, 2048, &mut counts, |_, page| {
-                    if let WarcPage::Response(r) = page {
-                        r.into_event();
+                    match page {
+                        WarcPage::Response(r) => {
+                            r.into_event();
+                        }
+                        WarcPage::Damaged { detail, .. } => {
+                            assert!(detail.contains(" byte"), "{detail}");
+                            stretches += 1;
+                        }
+                        _ => {}
                     }
                 })
             });
+            proptest::prop_assert_eq!(stretches, counts.damaged);
             let c = &counts;
             let kinds = c.responses + c.resources + c.conversions + c.conversions_of_pages
                 + c.revisits + c.revisits_of_others + c.revisits_elsewhere + c.too_large
                 + c.not_http + c.other;
             proptest::prop_assert_eq!(kinds, c.records);
-            match read {
-                Ok(()) if flips.is_empty() && cut.is_none() => {
-                    proptest::prop_assert_eq!(c.records, n, "{:?}", c);
-                    proptest::prop_assert_eq!(
-                        (c.responses, c.resources, c.conversions, c.conversions_of_pages),
-                        (3, 1, 1, 1),
-                        "{:?}",
-                        c
-                    );
-                    proptest::prop_assert_eq!(
-                        (c.revisits, c.revisits_of_others, c.too_large, c.not_http, c.other),
-                        (1, 1, 1, 1, 1)
-                    );
-                }
-                Ok(()) => {}
-                Err(e) => {
-                    let name = file.0.display().to_string();
-                    proptest::prop_assert!(format!("{e:#}").contains(&name), "{:#}", e);
-                }
+            proptest::prop_assert!(read.is_ok(), "{:#}", read.unwrap_err());
+            if flips.is_empty() && cut.is_none() {
+                proptest::prop_assert_eq!(c.records, n, "{:?}", c);
+                proptest::prop_assert_eq!(c.damaged, 0);
+                proptest::prop_assert_eq!(
+                    (c.responses, c.resources, c.conversions, c.conversions_of_pages),
+                    (3, 1, 1, 1),
+                    "{:?}",
+                    c
+                );
+                proptest::prop_assert_eq!(
+                    (c.revisits, c.revisits_of_others, c.too_large, c.not_http, c.other),
+                    (1, 1, 1, 1, 1)
+                );
             }
         }
     }

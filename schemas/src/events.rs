@@ -553,11 +553,17 @@ pub enum DeadLetterReason {
     /// (`max_output_bytes`, which a Kafka producer and topic must accept): it was not published,
     /// and the dead letter's payload is that event, cut like any payload.
     OutputTooLarge,
+    /// A replayed file is damaged where a record should be: a WARC record cut off, or without
+    /// its framing (no `WARC/1.x` line where one should start, no valid `Content-Length`), or a
+    /// compressed file that stops decompressing. The payload is the damaged bytes (cut like
+    /// any payload); the detail names the byte offset and how far the replay skipped. Only
+    /// `neardup replay` reads files, so only it gives this reason.
+    DamagedInput,
 }
 
 impl DeadLetterReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [DeadLetterReason; 13] = [
+    pub const ALL: [DeadLetterReason; 14] = [
         DeadLetterReason::InvalidUtf8,
         DeadLetterReason::NotJson,
         DeadLetterReason::NotAnObject,
@@ -571,6 +577,7 @@ impl DeadLetterReason {
         DeadLetterReason::ConflictingBody,
         DeadLetterReason::BodyTooLarge,
         DeadLetterReason::OutputTooLarge,
+        DeadLetterReason::DamagedInput,
     ];
 
     /// The snake_case name used in events and metrics.
@@ -589,6 +596,7 @@ impl DeadLetterReason {
             DeadLetterReason::ConflictingBody => "conflicting_body",
             DeadLetterReason::BodyTooLarge => "body_too_large",
             DeadLetterReason::OutputTooLarge => "output_too_large",
+            DeadLetterReason::DamagedInput => "damaged_input",
         }
     }
 }

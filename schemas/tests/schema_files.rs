@@ -618,6 +618,9 @@ fn dead_letter_payload(reason: DeadLetterReason) -> (&'static str, &'static str)
         OutputTooLarge => (
             "{\"schema\":\"neardup.signatures/v1\",\"event_id\":\"ca479d9f2ba09648bb755ee81b50a7b6\",\"url\":\"http://www.host.example/sitemap.html\",\"fetched_at\":\"2026-11-02T10:15:00Z\",\"status\":200,\"params\":\"p2-a8308d3624dbb8d1\",\"content\":{\"out_links\":[\"http://www.host.example/p/1.html\",",
             "its signatures event (key \"http://www.host.example/sitemap.html\") is 1380111 bytes, over the 1000000-byte output limit (max_output_bytes): it was not published",
+        ),        DamagedInput => (
+            "WARC/1.1\r\nWARC-Type: response\r\nWARC-Target-URI: http://www.host.example/a.html\r\nContent-Length: 7379\r\n\r\nHTTP/1.1 200 OK\r\n",
+            "the WARC record starting at byte 9748785 is cut off (2383 of 7379 bytes): the file ends inside it",
         ),
     }
 }

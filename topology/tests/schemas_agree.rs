@@ -10,7 +10,7 @@ use base64::Engine as _;
 use jsonschema::Validator;
 use neardup_schemas::{DeadLetterReason, OutputKind, Source};
 use neardup_topology::signer::{ListCaps, SignerConfig};
-use neardup_topology::{Config, DecodeLimits, Emit, Topology};
+use neardup_topology::{Config, DecodeLimits, Emit, Prepared, Topology};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -293,6 +293,23 @@ fn every_emitted_record_validates_against_its_schema() {
     ] {
         assert!(seen.contains_key(&kind), "no {kind:?} record was emitted");
     }
+    // A damaged stretch of a replayed file: the replay's reader finds it, not the topology,
+    // which makes it a dead letter as it does every record refused before decoding.
+    let damaged = b"WARC/1.1\r\nWARC-Type: response\r\nContent-Length: 7379\r\n\r\nHTTP/1.1 2";
+    let src = Source::File {
+        file: "cut.warc".into(),
+        line: 3,
+    };
+    let rejected = Prepared::rejected(
+        DeadLetterReason::DamagedInput,
+        "the WARC record starting at byte 1024 is cut off (12 of 7379 bytes): the file ends inside it",
+    );
+    let mut out = Vec::new();
+    topo.apply(rejected, damaged, &src, &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let dl = check_record(&validators, &out[0]);
+    assert_eq!(dl["payload_bytes"], damaged.len());
+    reasons.insert(dl["reason"].as_str().unwrap().to_owned());
     let all_reasons: BTreeSet<String> = DeadLetterReason::ALL
         .iter()
         .map(|r| r.as_str().to_owned())
