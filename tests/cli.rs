@@ -1216,6 +1216,36 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
         spliced[0].detail
     );
     assert_eq!(damaged_letters(&from_plain).len(), 0);
+    // A member of a `.warc.gz` that does not decompress (here its header: another compression
+    // method): passed over, and every record after it read.
+    let k = members.len() / 2;
+    let mut damaged_member = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(m).unwrap();
+        let mut bytes = gz.finish().unwrap();
+        if i == k {
+            bytes[2] = 9;
+        }
+        damaged_member.extend(bytes);
+    }
+    let (_, from_damaged_member) = replay_file(&dir, "member.warc.gz", &damaged_member);
+    let mut without = members.clone();
+    without.remove(k);
+    let (_, from_without) = replay_file(&dir, "without.warc", &without.concat());
+    for kind in OutputKind::ALL {
+        if kind != OutputKind::DeadLetter {
+            let got = lines(&from_damaged_member, kind);
+            assert_eq!(got, lines(&from_without, kind), "{kind:?}");
+        }
+    }
+    let skipped = damaged_letters(&from_damaged_member);
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(
+        skipped[0].detail.contains("does not decompress"),
+        "{}",
+        skipped[0].detail
+    );
 
     // The same archive as `.warc.zst` (the IIPC's WARC-zstd form: a skippable frame holding a
     // dictionary, raw or itself compressed, then a frame per record compressed with it), and

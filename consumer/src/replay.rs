@@ -141,10 +141,9 @@ pub fn open_counted(path: &Path, read: Arc<AtomicU64>) -> Result<Box<dyn BufRead
         |e: std::io::Error| anyhow::anyhow!("{}: not a readable zstd file: {e}", path.display());
     Ok(match compression {
         Compression::None => Box::new(BufReader::with_capacity(1 << 20, source)),
-        // The gzip decoder buffers its input itself.
         Compression::Gzip => Box::new(BufReader::with_capacity(
             1 << 20,
-            flate2::read::MultiGzDecoder::new(source),
+            GzMembers::new(BufReader::with_capacity(1 << 16, source)),
         )),
         Compression::Zstd | Compression::ZstdDictionary => {
             let mut f = BufReader::with_capacity(1 << 20, source);
@@ -159,6 +158,191 @@ pub fn open_counted(path: &Path, read: Arc<AtomicU64>) -> Result<Box<dyn BufRead
             Box::new(BufReader::with_capacity(1 << 20, d))
         }
     })
+}
+
+/// What a read error of a file means for the reader that got it.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// Where, and what went wrong, as a dead letter's detail says it.
+    pub detail: String,
+    /// Whether reading goes on after it (a gzip member skipped), else the file ends there.
+    pub goes_on: bool,
+}
+
+/// What a read error of a file means: a gzip member that does not decompress, skipped
+/// (`GzMembers`), is damage after which reading goes on; a compressed stream that stops
+/// decompressing (or is cut off) is damage that ends the file; an error of the file system
+/// itself (a failing disk, a file removed) is an error. `offset` is where the reader was, in
+/// the uncompressed bytes.
+pub fn unreadable(e: std::io::Error, offset: u64) -> Result<Unreadable> {
+    use std::io::ErrorKind::*;
+    if let Some(skipped) = e.get_ref().and_then(|e| e.downcast_ref::<SkippedMember>()) {
+        return Ok(Unreadable {
+            detail: format!("at byte {offset} (of the uncompressed bytes), {skipped}"),
+            goes_on: true,
+        });
+    }
+    // flate2 gives `InvalidInput` or `InvalidData` for a damaged stream and `UnexpectedEof`
+    // for one cut off; zstd gives `Other`, which the standard library never gives.
+    match e.kind() {
+        InvalidInput | InvalidData | UnexpectedEof | Other => Ok(Unreadable {
+            detail: format!(
+                "the file cannot be read past byte {offset} (of its uncompressed bytes): {e}"
+            ),
+            goes_on: false,
+        }),
+        _ => Err(e.into()),
+    }
+}
+
+/// A gzip member that did not decompress, passed over to the next (`GzMembers`).
+#[derive(Debug)]
+pub struct SkippedMember {
+    /// Members read whole before it.
+    whole: u64,
+    /// Compressed bytes skipped to the next member's header.
+    skipped: u64,
+    /// The decompressor's error.
+    cause: String,
+}
+
+impl std::fmt::Display for SkippedMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the gzip member after the {} read whole does not decompress ({}): {} compressed bytes skipped to the next member, where reading goes on",
+            self.whole, self.cause, self.skipped
+        )
+    }
+}
+
+impl std::error::Error for SkippedMember {}
+
+/// Gunzips a file of gzip members one after another, as `flate2`'s `MultiGzDecoder` does; but
+/// where a member does not decompress (its bytes damaged) in a file that has had a whole member
+/// before it (a `.warc.gz` of one member per record, JSON lines gzipped in parts), reading goes
+/// on at the next member's header: the read that meets the damage fails with a
+/// [`SkippedMember`], and the next read goes on from there, so the reader above makes what it
+/// had of the damaged member a dead letter ([`unreadable`]) and reads the members after it. A
+/// file of one member (gzipped as a whole) has no next member to go on at: its error ends it.
+struct GzMembers {
+    decoder: Option<flate2::bufread::GzDecoder<Tally<Box<dyn BufRead>>>>,
+    /// Members decompressed whole so far.
+    whole: u64,
+}
+
+impl GzMembers {
+    fn new(source: impl BufRead + 'static) -> Self {
+        GzMembers {
+            decoder: Some(Self::member(Box::new(source))),
+            whole: 0,
+        }
+    }
+
+    /// A decoder of the member `source` starts with.
+    fn member(source: Box<dyn BufRead>) -> flate2::bufread::GzDecoder<Tally<Box<dyn BufRead>>> {
+        flate2::bufread::GzDecoder::new(Tally {
+            inner: source,
+            consumed: 0,
+        })
+    }
+}
+
+/// Counts the bytes taken from a reader: what a gzip member's decoder took of the file.
+struct Tally<R> {
+    inner: R,
+    consumed: u64,
+}
+
+impl<R: BufRead> Read for Tally<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.consumed += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Tally<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.consumed += amount as u64;
+        self.inner.consume(amount);
+    }
+}
+
+impl Read for GzMembers {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let Some(decoder) = self.decoder.as_mut() else {
+                return Ok(0);
+            };
+            match decoder.read(buf) {
+                Ok(0) => {
+                    // The member's end: the next begins where it ended, if anything follows.
+                    self.whole += 1;
+                    let taken = self.decoder.take().expect("a decoder").into_inner();
+                    let mut source = taken.inner;
+                    if !source.fill_buf()?.is_empty() {
+                        self.decoder = Some(Self::member(source));
+                    }
+                }
+                Ok(n) => return Ok(n),
+                Err(e) if self.whole > 0 => {
+                    let taken = self.decoder.take().expect("a decoder").into_inner();
+                    // The next member may begin right here (a member whose checksum failed
+                    // was read to its end); a decoder that took nothing is passed by a byte.
+                    let on = u64::from(taken.consumed == 0);
+                    let Some((source, skipped)) = next_gzip_member(taken.inner, on)? else {
+                        return Err(e);
+                    };
+                    self.decoder = Some(Self::member(source));
+                    let skipped = SkippedMember {
+                        whole: self.whole,
+                        skipped,
+                        cause: e.to_string(),
+                    };
+                    return Err(std::io::Error::other(skipped));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Skips `source` to the next gzip member header (the bytes `1f 8b 08`), `on` bytes on at
+/// least; the source from there and the bytes skipped, or `None` at the end.
+fn next_gzip_member(
+    mut source: Box<dyn BufRead>,
+    on: u64,
+) -> std::io::Result<Option<(Box<dyn BufRead>, u64)>> {
+    const MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
+    let mut skipped = std::io::copy(&mut (&mut source).take(on), &mut std::io::sink())?;
+    // The last bytes of a chunk, which may begin a header the next completes.
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let chunk = source.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(None);
+        }
+        let mut hay = std::mem::take(&mut carry);
+        hay.extend_from_slice(chunk);
+        let n = chunk.len();
+        source.consume(n);
+        if let Some(i) = hay.windows(MAGIC.len()).position(|w| w == MAGIC) {
+            skipped += i as u64;
+            let rest = std::io::Cursor::new(hay[i..].to_vec());
+            return Ok(Some((Box::new(rest.chain(source)), skipped)));
+        }
+        let keep = hay.len().min(MAGIC.len() - 1);
+        skipped += (hay.len() - keep) as u64;
+        carry = hay[hay.len() - keep..].to_vec();
+    }
 }
 
 /// Whether `path` names the standard input (`-`).
@@ -178,16 +362,17 @@ pub fn sniff_warc(mut r: Box<dyn BufRead>, path: &Path) -> Result<(bool, Box<dyn
     Ok((warc, Box::new(std::io::Cursor::new(head).chain(r))))
 }
 
-/// Calls `f(line_number, bytes)` for every non-blank line of `reader`, the input `path` opened
-/// ([`open_counted`]) (1-based numbers). A compressed file that stops decompressing (or is cut
-/// off) is damaged input, not an error: the file ends there, and the damage is returned, with
-/// the bytes of the line it stopped in, for a dead letter. An error of the file system itself
-/// is an error.
+/// Calls `f(line_number, Line::Record(bytes))` for every non-blank line of `reader`, the input
+/// `path` opened ([`open_counted`]) (1-based numbers). Damage is bad input, not an error: a
+/// compressed file that stops decompressing (or is cut off) ends there, and a gzip member that
+/// does not decompress is passed over (`GzMembers`); either way what was read of the line it
+/// met is `f(line_number, Line::Damaged(bytes, detail))`, for a dead letter. An error of the
+/// file system itself is an error.
 pub fn for_each_line_of(
     path: &Path,
     mut reader: impl BufRead,
-    mut f: impl FnMut(u64, &[u8]),
-) -> Result<Option<Damage>> {
+    mut f: impl FnMut(u64, Line<'_>),
+) -> Result<()> {
     let mut buf = Vec::with_capacity(1 << 16);
     let mut line_no = 0u64;
     let mut offset = 0u64;
@@ -196,17 +381,19 @@ pub fn for_each_line_of(
         let n = match reader.read_until(b'\n', &mut buf) {
             Ok(n) => n,
             Err(e) => {
-                let detail = crate::warc::unreadable(e, offset)
+                let why = unreadable(e, offset)
                     .with_context(|| format!("reading {} after line {line_no}", path.display()))?;
-                return Ok(Some(Damage {
-                    line: line_no + 1,
-                    bytes: buf,
-                    detail,
-                }));
+                offset += buf.len() as u64;
+                line_no += 1;
+                f(line_no, Line::Damaged(std::mem::take(&mut buf), why.detail));
+                if why.goes_on {
+                    continue;
+                }
+                return Ok(());
             }
         };
         if n == 0 {
-            return Ok(None);
+            return Ok(());
         }
         offset += n as u64;
         line_no += 1;
@@ -217,19 +404,18 @@ pub fn for_each_line_of(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        f(line_no, line);
+        f(line_no, Line::Record(line));
     }
 }
 
-/// Where a JSONL file stopped decompressing.
+/// What [`for_each_line_of`] passes on.
 #[derive(Debug)]
-pub struct Damage {
-    /// The number the line it stopped in would have.
-    pub line: u64,
-    /// The bytes of that line read before it stopped.
-    pub bytes: Vec<u8>,
-    /// Where and why it stopped.
-    pub detail: String,
+pub enum Line<'a> {
+    /// A line that is not blank, without its line break.
+    Record(&'a [u8]),
+    /// Where the file is damaged: what was read of the line there, and where and what went
+    /// wrong.
+    Damaged(Vec<u8>, String),
 }
 
 /// One JSONL writer per output kind.
@@ -624,19 +810,17 @@ pub fn replay_files(
                 handle,
             )?;
         } else {
-            let handle = |line: u64, bytes: &[u8]| {
-                r.record(bytes, &src(line));
+            let handle = |line: u64, record: Line<'_>| {
+                match record {
+                    Line::Record(bytes) => r.record(bytes, &src(line)),
+                    Line::Damaged(bytes, detail) => {
+                        warn_damaged(&file, &detail, &mut damaged);
+                        r.record_warc(WarcPage::Damaged { bytes, detail }, &src(line));
+                    }
+                }
                 progress_of(&r);
             };
-            if let Some(Damage {
-                line,
-                bytes,
-                detail,
-            }) = for_each_line_of(path, reader, handle)?
-            {
-                warn_damaged(&file, &detail, &mut damaged);
-                r.record_warc(WarcPage::Damaged { bytes, detail }, &src(line));
-            }
+            for_each_line_of(path, reader, handle)?;
         }
         progress.file_done(read.load(Ordering::Relaxed));
         r.check()?;
@@ -779,26 +963,124 @@ mod tests {
         std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
         let reader = open_counted(&path, Arc::default()).unwrap();
         let mut got = Vec::new();
-        let damage = for_each_line_of(&path, reader, |n, l| got.push((n, l.to_vec())));
+        let mut damage = Vec::new();
+        let read = for_each_line_of(&path, reader, |n, l| match l {
+            Line::Record(l) => got.push((n, l.to_vec())),
+            Line::Damaged(_, detail) => damage.push((n, detail)),
+        });
         std::fs::remove_file(&path).unwrap();
-        let damage = damage.unwrap().expect("the cut is damage");
+        read.unwrap();
         // Every whole line before the cut, in order, then the damage at the next line.
         assert!(got.len() > 100, "{}", got.len());
         for (i, (n, l)) in got.iter().enumerate() {
             assert_eq!(*n, i as u64 + 1);
             assert_eq!(l, format!("{{\"line\": {}}}", i + 1).as_bytes());
         }
-        assert_eq!(damage.line, got.len() as u64 + 1);
+        assert_eq!(damage.len(), 1);
+        assert_eq!(damage[0].0, got.len() as u64 + 1);
         assert!(
-            damage.detail.contains("cannot be read past byte"),
+            damage[0].1.contains("cannot be read past byte"),
             "{}",
-            damage.detail
+            damage[0].1
         );
         // The whole file has none.
         let mut n = 0;
-        let whole = for_each_line_of(&path, &gz_reader(&gz)[..], |_, _| n += 1).unwrap();
-        assert!(whole.is_none());
+        for_each_line_of(&path, &gz_reader(&gz)[..], |_, l| match l {
+            Line::Record(_) => n += 1,
+            Line::Damaged(..) => panic!("no damage"),
+        })
+        .unwrap();
         assert_eq!(n, 2000);
+    }
+
+    #[test]
+    fn a_gzip_member_that_does_not_decompress_is_passed_over() {
+        use std::io::Write as _;
+        // Ten members of a hundred lines each; the fifth's compressed bytes damaged.
+        let mut file = Vec::new();
+        let mut fifth = 0..0;
+        for m in 0..10 {
+            let text: String = (0..100)
+                .map(|i| format!("{{\"member\": {m}, \"line\": {i}}}\n"))
+                .collect();
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(text.as_bytes()).unwrap();
+            let gz = gz.finish().unwrap();
+            if m == 4 {
+                fifth = file.len()..file.len() + gz.len();
+            }
+            file.extend(gz);
+        }
+        let path = Path::new("members.jsonl.gz");
+        let want: Vec<String> = (0..10)
+            .filter(|&m| m != 4)
+            .flat_map(|m| (0..100).map(move |i| format!("{{\"member\": {m}, \"line\": {i}}}")))
+            .collect();
+        // Its deflate stream damaged, or its checksum (the member read to its end, so the
+        // next begins right after it).
+        for damage_at in [
+            fifth.start + 20..fifth.end - 20,
+            fifth.end - 8..fifth.end - 7,
+        ] {
+            let mut file = file.clone();
+            for b in &mut file[damage_at.clone()] {
+                *b ^= 0x5a;
+            }
+            let reader = BufReader::new(GzMembers::new(std::io::Cursor::new(file)));
+            let mut got = Vec::new();
+            let mut damage = Vec::new();
+            for_each_line_of(path, reader, |n, l| match l {
+                Line::Record(l) => got.push((n, String::from_utf8_lossy(l).into_owned())),
+                Line::Damaged(_, detail) => damage.push((n, detail)),
+            })
+            .unwrap();
+            assert_eq!(damage.len(), 1, "{damage_at:?}: {damage:?}");
+            assert!(
+                damage[0].1.contains("does not decompress"),
+                "{}",
+                damage[0].1
+            );
+            assert!(
+                damage[0].1.contains("after the 4 read whole"),
+                "{}",
+                damage[0].1
+            );
+            // Every line of the other members is read, in order.
+            let whole: Vec<&String> = got
+                .iter()
+                .map(|(_, l)| l)
+                .filter(|l| !l.contains("\"member\": 4,"))
+                .collect();
+            let missing: Vec<&String> = want.iter().filter(|l| !whole.contains(l)).collect();
+            assert!(
+                missing.is_empty(),
+                "{damage_at:?}: {} lines missing, from {:?}",
+                missing.len(),
+                missing.first()
+            );
+            assert_eq!(whole.len(), want.len(), "{damage_at:?}: every line once");
+        }
+        // A file of one member has no next member to go on at: its damage ends it.
+        let mut one = Vec::new();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&b"{}\n".repeat(5000)).unwrap();
+        one.extend(gz.finish().unwrap());
+        let len = one.len();
+        for b in &mut one[len / 2..len / 2 + 16] {
+            *b ^= 0x5a;
+        }
+        let mut damage = 0;
+        for_each_line_of(
+            path,
+            BufReader::new(GzMembers::new(std::io::Cursor::new(one))),
+            |_, l| {
+                if let Line::Damaged(..) = l {
+                    damage += 1;
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(damage, 1);
     }
 
     /// The decompressed bytes of `gz`.

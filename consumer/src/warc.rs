@@ -53,7 +53,10 @@
 //!   next record after it (too small);
 //! - a record cut off by the end of the file (a download cut short): the record, unless a
 //!   record starts inside it, which is then read;
-//! - a compressed file that stops decompressing (cut off, or its bytes damaged): the file
+//! - a gzip member that does not decompress, in a file of many (one per record): what it
+//!   gave before is the damage, and reading goes on at the next member
+//!   ([`crate::replay::unreadable`]);
+//! - a compressed file that stops decompressing (cut off, or one stream damaged): the file
 //!   ends there.
 //!
 //! A record larger than any page (over `--max-body-bytes`) is not held, so a record starting
@@ -66,6 +69,7 @@
 //! zstd-compressed (`.warc.zst`: per record, after a frame holding the dictionary the records
 //! were compressed with, as the IIPC's WARC-zstd specification has it; or as a whole).
 
+use crate::replay::unreadable;
 use anyhow::{Context as _, Result};
 use base64::Engine as _;
 use std::io::{BufRead, Read};
@@ -292,12 +296,14 @@ pub fn for_each_page_counted(
     // Whether `line` holds the next line that is not blank, read before its turn.
     let mut found = false;
     // Damage that ends the file, found after a record that is passed on first.
-    let mut last_damage: Option<(Vec<u8>, String)> = None;
+    let mut last_damage: Option<(Vec<u8>, crate::replay::Unreadable)> = None;
     let at = |offset: u64| format!("{} at byte {offset}", path.display());
     loop {
-        if let Some((bytes, detail)) = last_damage.take() {
-            damaged(&mut f, counts, &mut number, bytes, detail);
-            return Ok(());
+        if let Some((bytes, why)) = last_damage.take() {
+            damaged(&mut f, counts, &mut number, bytes, why.detail);
+            if !why.goes_on {
+                return Ok(());
+            }
         }
         if !found {
             // Records are separated by blank lines.
@@ -305,8 +311,12 @@ pub fn for_each_page_counted(
             let n = match r.read_until(b'\n', &mut line) {
                 Ok(n) => n,
                 Err(e) => {
-                    let detail = unreadable(e, offset).with_context(|| at(offset))?;
-                    damaged(&mut f, counts, &mut number, line, detail);
+                    let why = unreadable(e, offset).with_context(|| at(offset))?;
+                    offset += line.len() as u64;
+                    damaged(&mut f, counts, &mut number, line.clone(), why.detail);
+                    if why.goes_on {
+                        continue;
+                    }
                     return Ok(());
                 }
             };
@@ -344,6 +354,8 @@ pub fn for_each_page_counted(
         // The record as read so far, for a dead letter if it turns out damaged.
         let mut raw = line.clone();
         let mut headers: Vec<(String, String)> = Vec::new();
+        // A gzip member that does not decompress, in the header: reading goes on after it.
+        let mut header_damaged = false;
         loop {
             line.clear();
             let read = r.read_until(b'\n', &mut line);
@@ -358,8 +370,14 @@ pub fn for_each_page_counted(
                 }
                 Ok(n) => n,
                 Err(e) => {
-                    let detail = unreadable(e, offset).with_context(|| at(offset))?;
-                    damaged(&mut f, counts, &mut number, raw, detail);
+                    let why = unreadable(e, offset).with_context(|| at(offset))?;
+                    offset += line.len() as u64;
+                    let bytes = std::mem::take(&mut raw);
+                    damaged(&mut f, counts, &mut number, bytes, why.detail);
+                    if why.goes_on {
+                        header_damaged = true;
+                        break;
+                    }
                     return Ok(());
                 }
             };
@@ -379,6 +397,9 @@ pub fn for_each_page_counted(
             if let Some((k, v)) = text.split_once(':') {
                 headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
             }
+        }
+        if header_damaged {
+            continue;
         }
         let get = |name: &str| {
             headers
@@ -423,10 +444,13 @@ pub fn for_each_page_counted(
         let got = match read {
             Ok(got) => got,
             Err(e) => {
-                let offset = offset + block.len() as u64;
-                let detail = unreadable(e, offset).with_context(|| at(offset))?;
+                offset += block.len() as u64;
+                let why = unreadable(e, offset).with_context(|| at(offset))?;
                 raw.extend_from_slice(&block[..block.len().min(TOO_LARGE_KEPT as usize)]);
-                damaged(&mut f, counts, &mut number, raw, detail);
+                damaged(&mut f, counts, &mut number, raw, why.detail);
+                if why.goes_on {
+                    continue;
+                }
                 return Ok(());
             }
         };
@@ -475,8 +499,9 @@ pub fn for_each_page_counted(
                 }
                 Err(e) => {
                     // The record is whole: passed on, then the damage.
-                    let detail = unreadable(e, offset).with_context(|| at(offset))?;
-                    last_damage = Some((std::mem::take(&mut line), detail));
+                    let why = unreadable(e, offset).with_context(|| at(offset))?;
+                    offset += line.len() as u64;
+                    last_damage = Some((std::mem::take(&mut line), why));
                     break true;
                 }
             }
@@ -682,21 +707,6 @@ fn damaged(
     f(*number, WarcPage::Damaged { bytes, detail });
 }
 
-/// What a read error of a file means: a compressed stream that stops decompressing (or is cut
-/// off) is damage, said as a dead letter's detail; an error of the file system itself (a
-/// failing disk, a file removed) is an error.
-pub fn unreadable(e: std::io::Error, offset: u64) -> Result<String> {
-    use std::io::ErrorKind::*;
-    // flate2 gives `InvalidInput` or `InvalidData` for a damaged stream and `UnexpectedEof`
-    // for one cut off; zstd gives `Other`, which the standard library never gives.
-    match e.kind() {
-        InvalidInput | InvalidData | UnexpectedEof | Other => Ok(format!(
-            "the file cannot be read past byte {offset} (of its uncompressed bytes): {e}"
-        )),
-        _ => Err(e.into()),
-    }
-}
-
 /// Skips the lines of `r` up to the next that starts a WARC record (`WARC/1.`), left in
 /// `line`, keeping the first [`TOO_LARGE_KEPT`] bytes skipped in `kept` (which holds the first
 /// of those skipped before, from byte `from`); says how far it skipped, and whether a record
@@ -712,6 +722,11 @@ fn skip_to_record(
         let room = (TOO_LARGE_KEPT as usize).saturating_sub(kept.len());
         kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
     };
+    let mut damage_within: Option<String> = None;
+    let within = |d: &Option<String>| {
+        d.as_ref()
+            .map_or(String::new(), |d| format!(" (among them: {d})"))
+    };
     loop {
         line.clear();
         let n = match r.read_until(b'\n', line) {
@@ -719,13 +734,22 @@ fn skip_to_record(
             Err(e) => {
                 keep(kept, line);
                 let why = unreadable(e, *offset)?;
-                return Ok((format!("skipped from byte {from}, then {why}"), false));
+                *offset += line.len() as u64;
+                if why.goes_on {
+                    // A gzip member that does not decompress among the bytes skipped.
+                    damage_within.get_or_insert(why.detail);
+                    continue;
+                }
+                let within = within(&damage_within);
+                let detail = format!("skipped from byte {from}{within}, then {}", why.detail);
+                return Ok((detail, false));
             }
         };
         if n == 0 {
             let skipped = *offset - from;
+            let within = within(&damage_within);
             return Ok((
-                format!("{skipped} bytes skipped to the end of the file"),
+                format!("{skipped} bytes skipped to the end of the file{within}"),
                 false,
             ));
         }
@@ -733,8 +757,9 @@ fn skip_to_record(
             let skipped = *offset - from;
             *offset += n as u64;
             let next = *offset - n as u64;
+            let within = within(&damage_within);
             return Ok((
-                format!("{skipped} bytes skipped to the next record, at byte {next}"),
+                format!("{skipped} bytes skipped to the next record, at byte {next}{within}"),
                 true,
             ));
         }
