@@ -9,7 +9,7 @@ use neardup_schemas::{
 use neardup_topology::Config;
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[path = "net.rs"]
@@ -1153,15 +1153,7 @@ fn replay_of_a_warc_archive_matches_the_same_pages_as_events() {
     // Cut off inside its last record (a download cut short): the records before it give what
     // an archive of them alone gives.
     let cut_name = "cut.warc.gz";
-    std::fs::write(dir.join(cut_name), &warc[..warc.len() - 30]).unwrap();
-    let cut_out = dir.join("cut-out");
-    let printed = neardup(&[
-        "replay",
-        "--input",
-        dir.join(cut_name).to_str().unwrap(),
-        "--out",
-        cut_out.to_str().unwrap(),
-    ]);
+    let (printed, cut_out) = replay_printing(&dir, cut_name, &warc[..warc.len() - 30]);
     let stderr = String::from_utf8_lossy(&printed.stderr);
     assert!(
         stderr.contains("warning") && stderr.contains(cut_name) && stderr.contains("byte"),
@@ -1390,7 +1382,13 @@ fn replay_of_a_wet_file_reads_its_conversions_as_pages() {
 
 /// Writes `bytes` to the file `name` in `dir` and replays it into `dir/name-out`: the printed
 /// summary and that directory.
-fn replay_file(dir: &Path, name: &str, bytes: &[u8]) -> (String, std::path::PathBuf) {
+fn replay_file(dir: &Path, name: &str, bytes: &[u8]) -> (String, PathBuf) {
+    let (printed, out) = replay_printing(dir, name, bytes);
+    (String::from_utf8(printed.stdout).unwrap(), out)
+}
+
+/// [`replay_file`], with all the replay printed (stdout and stderr).
+fn replay_printing(dir: &Path, name: &str, bytes: &[u8]) -> (std::process::Output, PathBuf) {
     std::fs::write(dir.join(name), bytes).unwrap();
     let out = dir.join(format!("{name}-out"));
     let printed = neardup(&[
@@ -1400,7 +1398,7 @@ fn replay_file(dir: &Path, name: &str, bytes: &[u8]) -> (String, std::path::Path
         "--out",
         out.to_str().unwrap(),
     ]);
-    (String::from_utf8(printed.stdout).unwrap(), out)
+    (printed, out)
 }
 
 /// Writes `bytes` to the file `name` in `dir`, whose replay must fail: what it printed to stderr.

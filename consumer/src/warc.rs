@@ -295,8 +295,11 @@ pub fn for_each_page_counted(
     let mut r = Unread::new(r);
     // Whether `line` holds the next line that is not blank, read before its turn.
     let mut found = false;
-    // Damage that ends the file, found after a record that is passed on first.
+    // Damage met after a record that is passed on first.
     let mut last_damage: Option<(Vec<u8>, crate::replay::Unreadable)> = None;
+    // Damage to skip past to the next record: what is kept of it, what is wrong, where it
+    // begins.
+    let mut resync: Option<(Vec<u8>, String, u64)> = None;
     let at = |offset: u64| format!("{} at byte {offset}", path.display());
     loop {
         if let Some((bytes, why)) = last_damage.take() {
@@ -304,6 +307,21 @@ pub fn for_each_page_counted(
             if !why.goes_on {
                 return Ok(());
             }
+        }
+        if let Some((mut kept, what, from)) = resync.take() {
+            let (detail, more) = skip_to_record(&mut r, &mut offset, &mut line, &mut kept, from)
+                .with_context(|| at(offset))?;
+            damaged(
+                &mut f,
+                counts,
+                &mut number,
+                kept,
+                format!("{what}: {detail}"),
+            );
+            if !more {
+                return Ok(());
+            }
+            found = true;
         }
         if !found {
             // Records are separated by blank lines.
@@ -336,19 +354,8 @@ pub fn for_each_page_counted(
                 "expected a WARC record (\"WARC/1.x\") at byte {from}, found {:?}",
                 String::from_utf8_lossy(&line[..line.len().min(40)])
             );
-            let mut kept = std::mem::take(&mut line);
-            let (detail, more) = skip_to_record(&mut r, &mut offset, &mut line, &mut kept, from)
-                .with_context(|| at(offset))?;
-            damaged(
-                &mut f,
-                counts,
-                &mut number,
-                kept,
-                format!("{what}: {detail}"),
-            );
-            if !more {
-                return Ok(());
-            }
+            resync = Some((std::mem::take(&mut line), what, from));
+            continue;
         }
         let start = offset - line.len() as u64;
         // The record as read so far, for a dead letter if it turns out damaged.
@@ -411,19 +418,7 @@ pub fn for_each_page_counted(
             // Where the block ends is unknown: skip to the next record.
             let what =
                 format!("the WARC record starting at byte {start} has no valid Content-Length");
-            let (detail, more) = skip_to_record(&mut r, &mut offset, &mut line, &mut raw, start)
-                .with_context(|| at(offset))?;
-            damaged(
-                &mut f,
-                counts,
-                &mut number,
-                raw,
-                format!("{what}: {detail}"),
-            );
-            if !more {
-                return Ok(());
-            }
-            found = true;
+            resync = Some((raw, what, start));
             continue;
         };
         // A block larger than any page neardup accepts (a video, an ISO image) is not held:
@@ -530,24 +525,9 @@ pub fn for_each_page_counted(
             raw.extend_from_slice(&after);
             let mut kept = raw;
             kept.truncate(TOO_LARGE_KEPT as usize);
-            kept.extend_from_slice(
-                &line[..line
-                    .len()
-                    .min((TOO_LARGE_KEPT as usize).saturating_sub(kept.len()))],
-            );
-            let (detail, more) = skip_to_record(&mut r, &mut offset, &mut line, &mut kept, start)
-                .with_context(|| at(offset))?;
-            damaged(
-                &mut f,
-                counts,
-                &mut number,
-                kept,
-                format!("{what}: {detail}"),
-            );
-            if !more {
-                return Ok(());
-            }
-            found = true;
+            let room = (TOO_LARGE_KEPT as usize).saturating_sub(kept.len());
+            kept.extend_from_slice(&line[..line.len().min(room)]);
+            resync = Some((kept, what, start));
             continue;
         }
         counts.records += 1;
@@ -1323,12 +1303,10 @@ mod tests {
         assert_eq!((counts.records, counts.damaged), (2, 1));
         // Record numbers go on counting: the damage is the third.
         assert_eq!(got.last().unwrap().0, 3);
-        // Cut in the header: the same.
-        let header_end = whole.len() - 60;
-        let (got, counts) = read_all(
-            &whole
-                [..find(&whole[header_end - 200..], b"Content-Length").unwrap() + header_end - 200],
-        );
+        // Cut in the header of the third: the same.
+        let third = find(&whole, b"http://a.example/3").unwrap();
+        let cut = third + find(&whole[third..], b"Content-Length").unwrap();
+        let (got, counts) = read_all(&whole[..cut]);
         assert_eq!(pages_and_damage(&got).0.len(), 2);
         assert_eq!(counts.damaged, 1);
         assert!(pages_and_damage(&got).1[0].contains("cut off in its header"));
