@@ -331,7 +331,8 @@ pub fn for_each_page_counted(
                 Err(e) => {
                     let why = unreadable(e, offset).with_context(|| at(offset))?;
                     offset += line.len() as u64;
-                    damaged(&mut f, counts, &mut number, line.clone(), why.detail);
+                    let bytes = std::mem::take(&mut line);
+                    damaged(&mut f, counts, &mut number, bytes, why.detail);
                     if why.goes_on {
                         continue;
                     }
@@ -451,83 +452,77 @@ pub fn for_each_page_counted(
         };
         offset += got;
         let block_at = offset - got;
-        // A record starting inside what was read as this block: its Content-Length is wrong
-        // (too large), and reading goes on from there.
-        let inner_record = |block: &[u8]| find(block, b"\nWARC/1.").map(|i| i + 1);
-        if got < len {
+        // A block cut off by the end of the file, or not followed by blank lines then the
+        // next record (or the end of the file) where its Content-Length ends: the record is
+        // damage, with what was read after the block (`tail`).
+        let broken = if got < len {
             let what = format!(
                 "the WARC record starting at byte {start} is cut off ({got} of {len} bytes)"
             );
-            let Some(p) = inner_record(&block) else {
-                raw.extend_from_slice(&block[..block.len().min(TOO_LARGE_KEPT as usize)]);
-                let detail = format!("{what}: the file ends inside it");
-                damaged(&mut f, counts, &mut number, raw, detail);
-                return Ok(());
-            };
-            let next = block_at + p as u64;
-            raw.extend_from_slice(&block[..p.min(TOO_LARGE_KEPT as usize)]);
-            let detail = format!(
-                "{what}, and a record starts inside it, at byte {next}, where reading goes on"
-            );
-            damaged(&mut f, counts, &mut number, raw, detail);
-            r.unread(&block[p..]);
-            offset = next;
-            continue;
-        }
-        // The block is followed by blank lines, then the next record or the end of the file;
-        // else its Content-Length is wrong, and the record is damage.
-        let mut after = Vec::new();
-        let framed = loop {
-            line.clear();
-            match r.read_until(b'\n', &mut line) {
-                Ok(0) => break true,
-                Ok(n) => {
-                    offset += n as u64;
-                    if trim_eol(&line).is_empty() {
-                        after.extend_from_slice(&line);
-                        continue;
+            Some((what, Vec::new()))
+        } else {
+            let mut after = Vec::new();
+            let framed = loop {
+                line.clear();
+                match r.read_until(b'\n', &mut line) {
+                    Ok(0) => break true,
+                    Ok(n) => {
+                        offset += n as u64;
+                        if trim_eol(&line).is_empty() {
+                            after.extend_from_slice(&line);
+                            continue;
+                        }
+                        // Whatever follows a separator is the next record's business: damage
+                        // of its own if it is not one.
+                        found = true;
+                        break line.starts_with(b"WARC/") || !after.is_empty();
                     }
-                    // Whatever follows a separator is the next record's business: damage
-                    // of its own if it is not one.
-                    found = true;
-                    break line.starts_with(b"WARC/") || !after.is_empty();
+                    Err(e) => {
+                        // The record is whole: passed on, then the damage.
+                        let why = unreadable(e, offset).with_context(|| at(offset))?;
+                        offset += line.len() as u64;
+                        last_damage = Some((std::mem::take(&mut line), why));
+                        break true;
+                    }
                 }
-                Err(e) => {
-                    // The record is whole: passed on, then the damage.
-                    let why = unreadable(e, offset).with_context(|| at(offset))?;
-                    offset += line.len() as u64;
-                    last_damage = Some((std::mem::take(&mut line), why));
-                    break true;
-                }
-            }
+            };
+            (!framed).then(|| {
+                after.extend_from_slice(&line);
+                let what = format!(
+                    "the WARC record starting at byte {start} is not followed by a record where its Content-Length ({len} bytes) ends"
+                );
+                (what, after)
+            })
         };
-        if !framed {
+        if let Some((what, tail)) = broken {
             found = false;
-            let what = format!(
-                "the WARC record starting at byte {start} is not followed by a record where its Content-Length ({len} bytes) ends"
-            );
-            // (A block not held whole is not searched: what follows its start was read past.)
-            if let Some(p) = inner_record(&block).filter(|_| keep == len) {
+            // A record starting inside what was read as the block (its Content-Length too
+            // large): reading goes on there. A block not held whole is searched only when the
+            // file ends inside it, as nothing was read past its start then.
+            let inner = find(&block, b"\nWARC/1.").map(|i| i + 1);
+            if let Some(p) = inner.filter(|_| keep == len || got < len) {
                 let next = block_at + p as u64;
                 raw.extend_from_slice(&block[..p.min(TOO_LARGE_KEPT as usize)]);
                 let detail = format!(
                     "{what}, and a record starts inside it, at byte {next}, where reading goes on"
                 );
                 damaged(&mut f, counts, &mut number, raw, detail);
-                after.extend_from_slice(&line);
                 let mut back = block[p..].to_vec();
-                back.extend_from_slice(&after);
+                back.extend_from_slice(&tail);
                 r.unread(&back);
                 offset = next;
                 continue;
             }
             raw.extend_from_slice(&block[..block.len().min(TOO_LARGE_KEPT as usize)]);
-            raw.extend_from_slice(&after);
-            let mut kept = raw;
-            kept.truncate(TOO_LARGE_KEPT as usize);
-            let room = (TOO_LARGE_KEPT as usize).saturating_sub(kept.len());
-            kept.extend_from_slice(&line[..line.len().min(room)]);
-            resync = Some((kept, what, start));
+            if got < len {
+                let detail = format!("{what}: the file ends inside it");
+                damaged(&mut f, counts, &mut number, raw, detail);
+                return Ok(());
+            }
+            // Its Content-Length too small: the rest of its block is skipped with it.
+            raw.extend_from_slice(&tail);
+            raw.truncate(TOO_LARGE_KEPT as usize);
+            resync = Some((raw, what, start));
             continue;
         }
         counts.records += 1;
